@@ -1,0 +1,163 @@
+"""Build the control plane binaries once, into a cache keyed by their versions.
+
+The versions live in the Go modules under ``controlplane/go``; the cache key is made of them,
+the Go toolchain's version and a digest of the module files, so a second run (and CI on the
+same machine) rebuilds nothing, and a change of any pin builds into a fresh directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+GO_ROOT = Path(__file__).resolve().parent / "go"
+
+Progress = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A binary could not be built; the message names it and ends with the compiler's output."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One binary: the Go module it is built in, the package, and extra linker flags."""
+
+    name: str
+    module: str
+    package: str
+    ldflags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    kubernetes: str
+    etcd: str
+    kwok: str
+    go: str
+
+    @property
+    def key(self) -> str:
+        return f"k8s-{self.kubernetes}_etcd-{self.etcd}_kwok-{self.kwok}_{self.go}"
+
+
+def _required_version(module_dir: str, module: str) -> str:
+    text = (GO_ROOT / module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    if match is None:
+        raise BuildError(f"{module} is not required in controlplane/go/{module_dir}/go.mod")
+    return match.group(1)
+
+
+def go_version() -> str:
+    if shutil.which("go") is None:
+        raise BuildError("the Go toolchain is not on PATH: install Go 1.26 to build the control plane")
+    out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def versions() -> Versions:
+    return Versions(
+        kubernetes=_required_version("kubernetes", "k8s.io/kubernetes"),
+        etcd=_required_version("etcd", "go.etcd.io/etcd/server/v3"),
+        kwok=_required_version("kwok", "sigs.k8s.io/kwok"),
+        go=go_version(),
+    )
+
+
+def _modules_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(GO_ROOT.rglob("*")):
+        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
+            digest.update(path.relative_to(GO_ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("SLUICEGATE_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    return root / "sluicegate" if not os.environ.get("SLUICEGATE_CACHE") else root
+
+
+def bin_dir(v: Versions | None = None) -> Path:
+    v = v or versions()
+    return cache_root() / "controlplane" / f"{v.key}_{_modules_digest()}" / "bin"
+
+
+def _version_ldflags(version: str) -> tuple[str, ...]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return tuple(flags)
+
+
+def targets(v: Versions) -> tuple[Target, ...]:
+    k8s = _version_ldflags(v.kubernetes)
+    return (
+        Target("etcd", "etcd", "."),
+        Target("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", k8s),
+        Target("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", k8s),
+        Target("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", k8s),
+        Target("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl", k8s),
+        Target("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", ("-X sigs.k8s.io/kwok/pkg/consts.Version=" + v.kwok,)),
+    )
+
+
+def ensure_binaries(progress: Progress | None = None) -> Path:
+    """Return the directory holding every binary, building the missing ones first."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    v = versions()
+    out = bin_dir(v)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = [t for t in targets(v) if not (out / t.name).exists()]
+    for index, target in enumerate(todo, start=1):
+        say(f"building {target.name} ({index}/{len(todo)}) into {out} ...")
+        started = time.monotonic()
+        _build(target, out)
+        say(f"built {target.name} in {time.monotonic() - started:.0f}s")
+    return out
+
+
+def _build(target: Target, out: Path) -> None:
+    partial = out / f".{target.name}.partial"
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
+    cmd = ["go", "build", "-trimpath", "-o", str(partial)]
+    if target.ldflags:
+        cmd.append("-ldflags=" + " ".join(target.ldflags))
+    cmd.append(target.package)
+    result = subprocess.run(cmd, cwd=GO_ROOT / target.module, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        raise BuildError(f"building {target.name} failed (go build exited {result.returncode}):\n{tail}")
+    partial.rename(out / target.name)
+
+
+def main() -> int:
+    started = time.monotonic()
+    try:
+        out = ensure_binaries()
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"control plane binaries ready in {out} ({time.monotonic() - started:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

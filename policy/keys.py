@@ -1,0 +1,64 @@
+"""Sluicegate's public names: label and annotation keys, the gate, the condition and its reasons.
+
+Scripts and users depend on these exactly; every other module refers to them from here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+GROUP: Final = "sluicegate.dev"
+API_VERSION: Final = "sluicegate.dev/v1alpha1"
+PREFIX: Final = "sluicegate.dev/"
+
+GATE: Final = "sluicegate.dev/dispatch"
+CONDITION: Final = "sluicegate.dev/Dispatched"
+POLICY_NAME: Final = "cluster"
+
+# Set by users on pods (or pod templates).
+QUEUE_LABEL: Final = "sluicegate.dev/queue"
+WORKFLOW_LABEL: Final = "sluicegate.dev/workflow"
+GROUP_LABEL: Final = "sluicegate.dev/group"
+PRESETS_ANNOTATION: Final = "sluicegate.dev/presets"
+WORKFLOW_MAX_RUNNING_ANNOTATION: Final = "sluicegate.dev/workflow-max-running"
+GROUP_SIZE_ANNOTATION: Final = "sluicegate.dev/group-size"
+
+USER_LABELS: Final = frozenset({QUEUE_LABEL, WORKFLOW_LABEL, GROUP_LABEL})
+USER_ANNOTATIONS: Final = frozenset(
+    {PRESETS_ANNOTATION, WORKFLOW_MAX_RUNNING_ANNOTATION, GROUP_SIZE_ANNOTATION}
+)
+
+# Set by admins on namespaces. The team label opts a namespace in.
+TEAM_LABEL: Final = "sluicegate.dev/team"
+DEFAULT_QUEUE_ANNOTATION: Final = "sluicegate.dev/default-queue"
+ALLOWED_QUEUES_ANNOTATION: Final = "sluicegate.dev/allowed-queues"
+DEFAULT_PRESETS_ANNOTATION: Final = "sluicegate.dev/default-presets"
+ALLOWED_PRESETS_ANNOTATION: Final = "sluicegate.dev/allowed-presets"
+
+# Written by Sluicegate on pods and pod templates; users may not set or change them.
+SUBMITTER_ANNOTATION: Final = "sluicegate.dev/submitter"
+APPLIED_PRESETS_ANNOTATION: Final = "sluicegate.dev/applied-presets"
+DISPATCHED_AT_ANNOTATION: Final = "sluicegate.dev/dispatched-at"
+
+DEFAULT_MANAGED_RESOURCES: Final = ("nvidia.com/gpu",)
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+
+class Reason(StrEnum):
+    """Why a pending workload is not released; the reason of the Dispatched=False condition."""
+
+    WORKFLOW_LIMIT = "WorkflowLimit"
+    QUEUE_LIMIT = "QueueLimit"
+    QUEUE_QUOTA = "QueueQuota"
+    QUEUE_PAUSED = "QueuePaused"
+    TEAM_LIMIT = "TeamLimit"
+    TEAM_QUOTA = "TeamQuota"
+    GLOBAL_LIMIT = "GlobalLimit"
+    GLOBAL_QUOTA = "GlobalQuota"
+    HELD_FOR_PRIORITY = "HeldForPriority"
+    GROUP_INCOMPLETE = "GroupIncomplete"
+    WAITING_TURN = "WaitingTurn"
+
+
+DISPATCHED_REASON: Final = "Dispatched"
