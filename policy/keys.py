@@ -62,3 +62,6 @@ class Reason(StrEnum):
 
 
 DISPATCHED_REASON: Final = "Dispatched"
+
+# Kubernetes' own keys that Sluicegate reads.
+DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"

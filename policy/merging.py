@@ -1,0 +1,185 @@
+"""Merging presets into pods: pure functions from a pod dict to a new pod dict.
+
+The input is never mutated; the output is plain ``dict``/``list`` data, ready for diffing.
+
+What each strategy does to a field the preset sets (``presets`` lists the fields):
+
+============  ===========================  ==========================  ========================
+field kind    replace / post_merge         pre_merge                   isnull
+============  ===========================  ==========================  ========================
+map           key by key, preset wins      key by key, pod wins        key by key, pod wins
+keyed list    replace: preset's list;      items by natural key,       preset's list only when
+              post_merge: items by         pod's item wins             the pod's is empty
+              natural key, preset's wins
+object        replace: preset's object;    deep merge, pod wins        preset's object only
+              post_merge: deep merge,                                  when the pod's is empty
+              preset wins
+string        preset's                     pod's unless empty          pod's unless empty
+============  ===========================  ==========================  ========================
+
+Maps (labels, annotations, nodeSelector, resource requests and limits) always combine key by
+key: each key is its own field, so a preset that sets ``nvidia.com/gpu`` never drops the pod's
+``memory`` request, and Sluicegate's own labels survive every preset.
+
+Items of a keyed list are units: when the pod and the preset both define an env var, volume,
+mount, toleration or envFrom source with the same key, the winner's item is taken whole.
+Merging two definitions field by field would build invalid one-of combinations (an env var with
+both ``value`` and ``valueFrom``, a volume with two sources). Pod items keep their order; the
+preset's new items follow in the preset's order. Lists inside objects (``affinity``'s terms)
+have no natural key and are taken whole from the winner.
+
+The container section applies to the main container: the one named by the annotation
+``kubectl.kubernetes.io/default-container``, else the first. Every strategy is idempotent:
+merging a preset into its own result changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from policy import keys
+from policy.model import Obj
+from policy.presets import (
+    CONTAINER_FIELDS,
+    LIST_KEYS,
+    POD_FIELDS,
+    FieldKind,
+    ListKey,
+    Preset,
+    Strategy,
+)
+
+
+def thaw(value: Any) -> Any:
+    """A deep copy as plain ``dict`` and ``list`` (read-only mappings and tuples included)."""
+    if isinstance(value, Mapping):
+        return {str(k): thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def empty(value: object) -> bool:
+    """What ``isnull`` treats as unset: absent, null, or an empty string, list or object."""
+    return value is None or value == "" or value == [] or value == {}
+
+
+def main_container_index(pod: Obj) -> int | None:
+    """The container presets apply to: the default-container annotation's, else the first."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, list) or not containers:
+        return None
+    meta = pod.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    wanted = notes.get(keys.DEFAULT_CONTAINER_ANNOTATION) if isinstance(notes, Mapping) else None
+    for i, container in enumerate(containers):
+        if wanted and isinstance(container, Mapping) and container.get("name") == wanted:
+            return i
+    return 0
+
+
+def apply_presets(pod: Obj, presets: Iterable[Preset]) -> dict[str, Any]:
+    """Merge each preset in turn, each by its own strategy."""
+    out: dict[str, Any] = thaw(pod)
+    for preset in presets:
+        _merge_into(out, preset)
+    return out
+
+
+def apply_preset(pod: Obj, preset: Preset) -> dict[str, Any]:
+    """The pod with ``preset`` merged in by the preset's strategy."""
+    return apply_presets(pod, (preset,))
+
+
+def merge_field(kind: FieldKind, name: str, current: Any, value: Any, strategy: Strategy) -> Any:
+    """The new value of one field of kind ``kind`` that the preset sets to ``value``."""
+    if kind is FieldKind.MAP:
+        return _merge_map(current, value, preset_wins=strategy in (Strategy.REPLACE, Strategy.POST_MERGE))
+    if strategy is Strategy.ISNULL:
+        return thaw(value) if empty(current) else current
+    if strategy is Strategy.REPLACE:
+        return thaw(value)
+    preset_wins = strategy is Strategy.POST_MERGE
+    if kind is FieldKind.LIST:
+        return _merge_list(name, current, value, preset_wins=preset_wins)
+    if kind is FieldKind.OBJECT:
+        base = current if isinstance(current, Mapping) else {}
+        return _deep_merge(base, value) if preset_wins else _deep_merge(value, base)
+    return thaw(value) if preset_wins or empty(current) else current
+
+
+# --- internals ------------------------------------------------------------------------------
+
+
+def _merge_into(pod: dict[str, Any], preset: Preset) -> None:
+    strategy = preset.strategy
+    for name, values in (("labels", preset.labels), ("annotations", preset.annotations)):
+        if values:
+            meta = _child(pod, "metadata")
+            meta[name] = merge_field(FieldKind.MAP, name, meta.get(name), values, strategy)
+    if preset.pod:
+        spec = _child(pod, "spec")
+        for name, value in preset.pod.items():
+            spec[name] = merge_field(POD_FIELDS[name], name, spec.get(name), value, strategy)
+    if not (preset.container or preset.resources):
+        return
+    index = main_container_index(pod)
+    if index is None:
+        return
+    container = pod["spec"]["containers"][index]
+    if not isinstance(container, dict):
+        return
+    for name, value in preset.container.items():
+        container[name] = merge_field(CONTAINER_FIELDS[name], name, container.get(name), value, strategy)
+    if preset.resources:
+        resources = _child(container, "resources")
+        for part, amounts in preset.resources.items():
+            resources[part] = merge_field(FieldKind.MAP, part, resources.get(part), amounts, strategy)
+
+
+def _child(parent: dict[str, Any], name: str) -> dict[str, Any]:
+    child = parent.get(name)
+    if not isinstance(child, dict):
+        child = parent[name] = {}
+    return child
+
+
+def _merge_map(current: Any, value: Mapping[str, Any], *, preset_wins: bool) -> dict[str, Any]:
+    out: dict[str, Any] = dict(current) if isinstance(current, Mapping) else {}
+    for key, item in value.items():
+        if preset_wins or key not in out:
+            out[key] = thaw(item)
+    return out
+
+
+def _merge_list(name: str, current: Any, value: list[Any], *, preset_wins: bool) -> list[Any]:
+    key_of = LIST_KEYS[name]
+    ours: dict[ListKey, Any] = {key_of(item): item for item in value}
+    theirs = current if isinstance(current, list) else []
+    seen: set[ListKey] = set()
+    out = []
+    for item in theirs:
+        key = key_of(item) if isinstance(item, Mapping) else None
+        if key is None:
+            out.append(item)
+            continue
+        seen.add(key)
+        out.append(thaw(ours[key]) if preset_wins and key in ours else item)
+    out.extend(thaw(item) for item in value if key_of(item) not in seen)
+    return out
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in; ``over`` wins on conflicts, nulls in it count as unset."""
+    out: dict[str, Any] = thaw(base)
+    for key, item in over.items():
+        if item is None and key in out:
+            continue
+        mine = out.get(key)
+        if isinstance(mine, Mapping) and isinstance(item, Mapping):
+            out[key] = _deep_merge(mine, item)
+        else:
+            out[key] = thaw(item)
+    return out
