@@ -1,0 +1,260 @@
+"""Which gated workloads to release now, and why every other pending workload waits.
+
+``dispatch(snapshot, turns)`` is the whole decision; the controller applies ``release`` (removes
+the gates, in that order), writes ``waiting`` as conditions, stores ``turns`` for the next call
+and reports ``usage``. The rules, as DESIGN.md states them:
+
+* Each candidate passes four layers in order: its workflow, its queue (exists, not paused,
+  ``maxRunning``, ``quota``), its team, the cluster (``limits``). The first that fails is the
+  reason it waits.
+* Queues of higher priority go first. Queues of equal priority take turns, one release per
+  turn, round-robin by name, starting after the queue that had the last release at that
+  priority (``Turns``); so two saturated queues alternate even when one release fits a call.
+* Inside a queue: pod priority, creation time, key (``ordering``). A ``StrictFIFO`` queue stops
+  at its first workload that does not fit; those behind it wait with their own reason when a
+  limit stops them too, and with ``WaitingTurn`` (naming the head) when only the head does. A
+  ``BestEffortFIFO`` queue lets later work that fits go ahead.
+* Priority is strict over shared capacity: a queue's head that is short of team or cluster quota
+  holds that capacity from lower-priority queues, and from its equal-priority peers too once it
+  has waited longer than ``starvationSeconds`` (``holds``). A starving head is tried before the
+  round-robin at its priority, and while it waits its own queue waits behind it.
+* A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist;
+  an incomplete group does not block a StrictFIFO queue.
+* Each release is counted at once, so one decision never releases more than the limits allow.
+  Running workloads count toward every limit; finished ones do not count at all.
+
+Usage only grows within a decision and holds are only added, so a workload that does not fit
+when tried never fits later in the same decision: each queue is walked once, front to back.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+
+from policy.holds import Holds
+from policy.limits import blocking, queue_blocking, queue_full, workflow_full
+from policy.model import Snapshot, State, Workload
+from policy.ordering import Line, Turns
+from policy.usage import Ledger, Tally
+from policy.waiting import Wait, Waiting
+
+__all__ = ["Decision", "Turns", "Wait", "Waiting", "dispatch"]
+
+_CREATED = attrgetter("created")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one dispatch decision releases, why the rest waits, and the state it leaves.
+
+    ``usage`` counts the released workloads as running already (and no longer pending).
+    """
+
+    release: tuple[Workload, ...]
+    waiting: Mapping[str, Wait]
+    turns: Turns
+    usage: Tally
+
+
+class _Cycle:
+    """The working state of one decision."""
+
+    __slots__ = ("holds", "ledger", "released", "snapshot", "stopped")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.ledger = Ledger()
+        self.holds = Holds()
+        self.released: list[Workload] = []
+        self.stopped = False  # the cluster's maxRunning is reached: nothing more can go
+
+    def cluster_full(self) -> bool:
+        limit = self.snapshot.policy.max_running
+        return limit is not None and self.ledger.cluster_running >= limit
+
+    def fits(self, w: Workload, line: Line) -> bool:
+        if blocking(w, line.queue, self.snapshot, self.ledger) is not None:
+            return False
+        return not (self.holds and self.holds.holding(w, line.level) is not None)
+
+    def release(self, w: Workload, line: Line) -> None:
+        self.ledger.run(w)
+        line.released.add(w.key)
+        self.released.append(w)
+        if self.cluster_full():
+            self.stopped = True
+
+    def take_one(self, line: Line) -> bool:
+        """Release the next workload of ``line`` that fits; False once nothing more of it can go."""
+        queue = line.queue
+        if queue_full(queue, self.ledger) is not None:
+            line.done = True
+            return False
+        order = line.order
+        strict = line.strict
+        i = line.cursor
+        n = len(order)
+        while i < n:
+            w = order[i]
+            if not w.complete:
+                i += 1
+                continue
+            if self.fits(w, line):
+                line.cursor = i + 1
+                self.release(w, line)
+                return True
+            if strict:
+                line.stop = w
+                line.cursor = i
+                line.done = True
+                return False
+            line.blocked.append(i)
+            i += 1
+        line.cursor = n
+        line.done = True
+        return False
+
+    def head(self, line: Line) -> Workload | None:
+        """Move ``line``'s cursor to its head: the first whole workload its queue has room for."""
+        order = line.order
+        i = line.cursor
+        while i < len(order):
+            w = order[i]
+            if w.complete:
+                if queue_blocking(w, line.queue, self.ledger) is None:
+                    line.cursor = i
+                    return w
+                if line.strict:
+                    line.stop = w
+                    line.cursor = i
+                    line.done = True
+                    return None
+                line.blocked.append(i)
+            i += 1
+        line.cursor = i
+        line.done = True
+        return None
+
+    def serve_starving(self, lines: list[Line]) -> None:
+        """Try the starving heads of one priority, oldest first, before the round-robin."""
+        snapshot = self.snapshot
+        deadline = snapshot.now - snapshot.policy.starvation_seconds
+        progress = True
+        while progress and not self.stopped:
+            progress = False
+            starving: list[tuple[float, str, Line, Workload]] = []
+            for line in lines:
+                if line.done:
+                    continue
+                w = self.head(line)
+                if w is not None and w.created < deadline and not workflow_full(w, self.ledger):
+                    starving.append((w.created, w.key, line, w))
+            starving.sort(key=lambda t: (t[0], t[1]))
+            for _, _, line, w in starving:
+                if self.stopped:
+                    return
+                if self.fits(w, line):
+                    line.cursor += 1
+                    self.release(w, line)
+                    progress = True
+                    continue
+                self.holds.hold_for(w, line.name, line.level, True, snapshot, self.ledger)
+                line.stop = w
+                line.starving_stop = True
+                line.done = True
+
+    def take_turns(self, level: int, lines: list[Line], turns: Turns) -> str | None:
+        """Round-robin over ``lines`` (one priority); returns the queue that released last."""
+        by_name = {line.name: line for line in lines if not line.done}
+        ring = deque(by_name[name] for name in turns.rotation(level, sorted(by_name)))
+        last = None
+        while ring and not self.stopped:
+            line = ring.popleft()
+            if self.take_one(line):
+                last = line.name
+                ring.append(line)
+        return last
+
+    def hold_for_heads(self, lines: list[Line]) -> None:
+        """After a priority is done, each of its queues' heads holds what it is short of."""
+        ledger = self.ledger
+        for line in lines:
+            head = line.stop
+            if head is None:
+                for i in line.blocked:
+                    w = line.order[i]
+                    if queue_blocking(w, line.queue, ledger) is None:
+                        head = w
+                        break
+            elif queue_blocking(head, line.queue, ledger) is not None:
+                head = None
+            if head is not None:
+                self.holds.hold_for(head, line.name, line.level, False, self.snapshot, ledger)
+
+
+def _lines(snapshot: Snapshot, ledger: Ledger) -> dict[str, Line]:
+    """Tally running work and gather pending work by queue, in one pass."""
+    lines: dict[str, Line] = {}
+    queues = snapshot.queues
+    run = ledger.run
+    pending = State.PENDING
+    running = State.RUNNING
+    for w in snapshot.workloads:
+        state = w.state
+        if state is pending:
+            line = lines.get(w.queue)
+            if line is None:
+                line = lines[w.queue] = Line(w.queue, queues.get(w.queue))
+            line.order.append(w)
+        elif state is running:
+            run(w)
+    return dict(sorted(lines.items()))
+
+
+def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
+    """Decide which pending workloads to release now; see the module docstring for the rules."""
+    turns = turns if turns is not None else Turns()
+    cycle = _Cycle(snapshot)
+    ledger = cycle.ledger
+    lines = _lines(snapshot, ledger)
+    levels: dict[int, list[Line]] = {}
+    for line in lines.values():
+        if line.queue is not None:
+            levels.setdefault(line.level, []).append(line)
+    moved: dict[int, str] = {}
+    cycle.stopped = cycle.cluster_full()
+    for level in sorted(levels, reverse=True):
+        if cycle.stopped:
+            break
+        active = []
+        for line in levels[level]:
+            if queue_full(line.queue, ledger) is None:
+                line.ensure_sorted()
+                active.append(line)
+            else:
+                line.done = True
+        cycle.serve_starving(active)
+        last = cycle.take_turns(level, active, turns)
+        if last is not None:
+            moved[level] = last
+        cycle.hold_for_heads(active)
+    _count_backlog(lines, ledger)
+    return Decision(
+        release=tuple(cycle.released),
+        waiting=Waiting(lines, snapshot, ledger, cycle.holds),
+        turns=turns.advanced(moved, (q.priority for q in snapshot.queues.values())),
+        usage=ledger.tally(snapshot.queues),
+    )
+
+
+def _count_backlog(lines: Mapping[str, Line], ledger: Ledger) -> None:
+    """What stays pending per queue, and its oldest creation time, after the releases."""
+    for name, line in lines.items():
+        released = line.released
+        left = [w for w in line.order if w.key not in released] if released else line.order
+        if left:
+            ledger.pending[name] = len(left)
+            ledger.oldest[name] = min(map(_CREATED, left))

@@ -1,0 +1,122 @@
+"""The four layers of limits a workload must pass, in DESIGN.md's order, and what each one says.
+
+1. its workflow can launch more; 2. its queue exists, is not paused, and has room under
+``maxRunning`` and ``quota``; 3. its team has room (a team without a Team object has no
+limit); 4. the cluster's Policy has room. ``maxRunning`` absent is unlimited and 0 admits
+nothing; a quota caps only the resources it names, summed over running workloads.
+
+``blocking`` is the fast question (which layer stops it, if any) asked once per candidate;
+``describe`` turns an answer into the message a user reads, with the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from policy.keys import Reason
+from policy.model import Queue, Snapshot, Workload
+from policy.quantities import EMPTY, Resources, exceeded, format_amount
+from policy.usage import Ledger
+
+QUEUE_REASONS = frozenset({Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA})
+SHARED_REASONS = frozenset(
+    {Reason.TEAM_LIMIT, Reason.TEAM_QUOTA, Reason.GLOBAL_LIMIT, Reason.GLOBAL_QUOTA}
+)
+
+
+def workflow_full(w: Workload, ledger: Ledger) -> bool:
+    limit = w.workflow_max_running
+    return limit is not None and bool(w.workflow) and ledger.workflow_running.get(w.workflow, 0) >= limit
+
+
+def queue_blocking(w: Workload, queue: Queue | None, ledger: Ledger) -> Reason | None:
+    """Layer 2 alone: a missing queue reads as paused (the reason list is public and fixed)."""
+    if queue is None or queue.paused:
+        return Reason.QUEUE_PAUSED
+    name = queue.name
+    if queue.max_running is not None and ledger.queue_running.get(name, 0) >= queue.max_running:
+        return Reason.QUEUE_LIMIT
+    if queue.quota and exceeded(ledger.queue_used.get(name, EMPTY), w.requests, queue.quota):
+        return Reason.QUEUE_QUOTA
+    return None
+
+
+def queue_full(queue: Queue | None, ledger: Ledger) -> Reason | None:
+    """Layer 2's verdict for every workload of the queue alike, when there is one."""
+    if queue is None or queue.paused:
+        return Reason.QUEUE_PAUSED
+    if queue.max_running is not None and ledger.queue_running.get(queue.name, 0) >= queue.max_running:
+        return Reason.QUEUE_LIMIT
+    return None
+
+
+def shared_blocking(w: Workload, limits: Snapshot, ledger: Ledger) -> Reason | None:
+    """Layers 3 and 4: the capacity that queues share."""
+    team = limits.teams.get(w.team) if w.team else None
+    if team is not None:
+        if team.max_running is not None and ledger.team_running.get(team.name, 0) >= team.max_running:
+            return Reason.TEAM_LIMIT
+        if team.quota and exceeded(ledger.team_used.get(team.name, EMPTY), w.requests, team.quota):
+            return Reason.TEAM_QUOTA
+    policy = limits.policy
+    if policy.max_running is not None and ledger.cluster_running >= policy.max_running:
+        return Reason.GLOBAL_LIMIT
+    if policy.quota and exceeded(ledger.cluster_used, w.requests, policy.quota):
+        return Reason.GLOBAL_QUOTA
+    return None
+
+
+def blocking(w: Workload, queue: Queue | None, limits: Snapshot, ledger: Ledger) -> Reason | None:
+    """The first layer that ``w`` does not pass, or None when every layer has room for it."""
+    if w.workflow_max_running is not None and workflow_full(w, ledger):
+        return Reason.WORKFLOW_LIMIT
+    return queue_blocking(w, queue, ledger) or shared_blocking(w, limits, ledger)
+
+
+def shortfalls(w: Workload, used: Mapping[str, int], quota: Resources) -> frozenset[str]:
+    """Every resource of ``quota`` that ``w`` asks for and that has too little room left."""
+    return frozenset(
+        name
+        for name, cap in quota.items()
+        if w.requests.get(name, 0) and used.get(name, 0) + w.requests[name] > cap
+    )
+
+
+def _quota_message(scope: str, w: Workload, used: Mapping[str, int], quota: Resources) -> str:
+    name = exceeded(used, w.requests, quota) or next(iter(quota))
+    return (
+        f"{scope}: {format_amount(used.get(name, 0))}/{format_amount(quota[name])} {name} in use, "
+        f"needs {format_amount(w.requests.get(name, 0))}"
+    )
+
+
+def _count_message(scope: str, running: int, limit: int | None) -> str:
+    return f"{scope}: {running}/{limit} running"
+
+
+def describe(reason: Reason, w: Workload, queue_name: str, limits: Snapshot, ledger: Ledger) -> str:
+    """The message for a layer's ``reason``, with the numbers as they stand in ``ledger``."""
+    queue = limits.queues.get(queue_name)
+    team = limits.teams.get(w.team)
+    policy = limits.policy
+    if reason is Reason.WORKFLOW_LIMIT:
+        count = ledger.workflow_running.get(w.workflow, 0)
+        return _count_message(f"workflow {w.workflow}", count, w.workflow_max_running)
+    if reason is Reason.QUEUE_PAUSED:
+        if queue is None:
+            return f'queue "{queue_name}" does not exist' if queue_name else "the pod names no queue"
+        return f"queue {queue_name} is paused"
+    if reason is Reason.QUEUE_LIMIT and queue is not None:
+        count = ledger.queue_running.get(queue_name, 0)
+        return _count_message(f"queue {queue_name}", count, queue.max_running)
+    if reason is Reason.QUEUE_QUOTA and queue is not None:
+        return _quota_message(f"queue {queue_name}", w, ledger.queue_used.get(queue_name, EMPTY), queue.quota)
+    if reason is Reason.TEAM_LIMIT and team is not None:
+        return _count_message(f"team {w.team}", ledger.team_running.get(w.team, 0), team.max_running)
+    if reason is Reason.TEAM_QUOTA and team is not None:
+        return _quota_message(f"team {w.team}", w, ledger.team_used.get(w.team, EMPTY), team.quota)
+    if reason is Reason.GLOBAL_LIMIT:
+        return _count_message("cluster", ledger.cluster_running, policy.max_running)
+    if reason is Reason.GLOBAL_QUOTA:
+        return _quota_message("cluster", w, ledger.cluster_used, policy.quota)
+    return str(reason)  # pragma: no cover - every layer reason is handled above

@@ -1,0 +1,161 @@
+"""What is in use: running workloads and their summed requests per queue, team, workflow and cluster.
+
+``tally`` answers for a set of workloads and is what Queue status and the metrics report.
+``Ledger`` is the same count kept mutable, for one dispatch decision to add its releases to
+as it goes; it never leaves the decision that owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from policy.model import State, Workload
+from policy.quantities import EMPTY, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Running workloads of one scope (a team, the cluster) and the sum of their requests."""
+
+    running: int = 0
+    requests: Resources = field(default_factory=lambda: EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """A queue's running work, its waiting work, and when the oldest waiting work was created."""
+
+    running: int = 0
+    requests: Resources = field(default_factory=lambda: EMPTY)
+    pending: int = 0
+    oldest_pending: float | None = None  # creation time (epoch seconds); None when nothing waits
+
+
+NO_QUEUE_USAGE = QueueUsage()
+NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Usage per queue, team and workflow (running count) and for the whole cluster.
+
+    Only named scopes appear: a workload without a team or workflow counts toward the cluster
+    and its queue alone. Look-ups of a scope with nothing in it give zero usage.
+    """
+
+    queues: Mapping[str, QueueUsage]
+    teams: Mapping[str, Usage]
+    workflows: Mapping[str, int]
+    cluster: Usage
+
+    def queue(self, name: str) -> QueueUsage:
+        return self.queues.get(name, NO_QUEUE_USAGE)
+
+    def team(self, name: str) -> Usage:
+        return self.teams.get(name, NO_USAGE)
+
+    def workflow(self, name: str) -> int:
+        return self.workflows.get(name, 0)
+
+
+def _plus(into: dict[str, int], requests: Resources) -> None:
+    for name, amount in requests.items():
+        into[name] = into.get(name, 0) + amount
+
+
+class Ledger:
+    """Running counts and requests, mutable: a dispatch decision adds each release at once.
+
+    Finished workloads are never added; pending ones only count toward their queue's backlog.
+    """
+
+    __slots__ = (
+        "cluster_running",
+        "cluster_used",
+        "oldest",
+        "pending",
+        "queue_running",
+        "queue_used",
+        "team_running",
+        "team_used",
+        "workflow_running",
+    )
+
+    def __init__(self) -> None:
+        self.queue_running: dict[str, int] = {}
+        self.queue_used: dict[str, dict[str, int]] = {}
+        self.team_running: dict[str, int] = {}
+        self.team_used: dict[str, dict[str, int]] = {}
+        self.workflow_running: dict[str, int] = {}
+        self.cluster_running = 0
+        self.cluster_used: dict[str, int] = {}
+        self.pending: dict[str, int] = {}
+        self.oldest: dict[str, float] = {}
+
+    def run(self, w: Workload) -> None:
+        """Count ``w`` as running in every scope it belongs to."""
+        queue = w.queue
+        self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
+        used = self.queue_used.get(queue)
+        if used is None:
+            used = self.queue_used[queue] = {}
+        _plus(used, w.requests)
+        if w.team:
+            self.team_running[w.team] = self.team_running.get(w.team, 0) + 1
+            used = self.team_used.get(w.team)
+            if used is None:
+                used = self.team_used[w.team] = {}
+            _plus(used, w.requests)
+        if w.workflow:
+            self.workflow_running[w.workflow] = self.workflow_running.get(w.workflow, 0) + 1
+        self.cluster_running += 1
+        _plus(self.cluster_used, w.requests)
+
+    def wait(self, w: Workload) -> None:
+        """Count ``w`` in its queue's backlog."""
+        queue = w.queue
+        self.pending[queue] = self.pending.get(queue, 0) + 1
+        oldest = self.oldest.get(queue)
+        if oldest is None or w.created < oldest:
+            self.oldest[queue] = w.created
+
+    def tally(self, queue_names: Iterable[str] = ()) -> Tally:
+        """A frozen copy; ``queue_names`` (existing Queues) appear even when idle."""
+        names = set(queue_names) | self.queue_running.keys() | self.pending.keys()
+        names.discard("")
+        queues = {
+            name: QueueUsage(
+                running=self.queue_running.get(name, 0),
+                requests=_frozen(self.queue_used.get(name)),
+                pending=self.pending.get(name, 0),
+                oldest_pending=self.oldest.get(name),
+            )
+            for name in sorted(names)
+        }
+        teams = {
+            name: Usage(self.team_running[name], _frozen(self.team_used.get(name)))
+            for name in sorted(self.team_running)
+        }
+        return Tally(
+            queues=MappingProxyType(queues),
+            teams=MappingProxyType(teams),
+            workflows=MappingProxyType(dict(sorted(self.workflow_running.items()))),
+            cluster=Usage(self.cluster_running, _frozen(self.cluster_used)),
+        )
+
+
+def _frozen(used: Mapping[str, int] | None) -> Resources:
+    return MappingProxyType(dict(used)) if used else EMPTY
+
+
+def tally(workloads: Iterable[Workload], queue_names: Iterable[str] = ()) -> Tally:
+    """Usage of ``workloads``: running ones count everywhere, pending ones in their queue's backlog."""
+    ledger = Ledger()
+    for w in workloads:
+        if w.state is State.RUNNING:
+            ledger.run(w)
+        elif w.state is State.PENDING:
+            ledger.wait(w)
+    return ledger.tally(queue_names)

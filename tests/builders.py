@@ -1,0 +1,342 @@
+"""Fluent builders for test objects: ``MakePod("ns", "p").queue("a").gpus(2).gated().obj()``.
+
+Every builder starts from a minimal valid object and each call changes one thing. ``obj()``
+gives the Kubernetes object as plain JSON data (what the API server sends); ``model()`` gives
+the parsed frozen dataclass that policy code decides over, so the parsers are exercised too.
+Workloads are made from pods (``workloads(...)``) the way the controller makes them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from policy import keys
+from policy.model import Namespace, Pod, Policy, Queue, Snapshot, Team, Workload
+from policy.workloads import build_workloads
+
+Obj = dict[str, Any]
+
+T0 = 1_700_000_000.0
+"""A fixed epoch for creation times: builders count seconds from it."""
+
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339, as the API server writes ``creationTimestamp``."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Builder:
+    def __init__(self, obj: Obj) -> None:
+        self._obj = obj
+
+    def obj(self) -> Obj:
+        return copy.deepcopy(self._obj)
+
+    @property
+    def _meta(self) -> Obj:
+        meta: Obj = self._obj.setdefault("metadata", {})
+        return meta
+
+    @property
+    def _spec(self) -> Obj:
+        spec: Obj = self._obj.setdefault("spec", {})
+        return spec
+
+    def label(self, key: str, value: str) -> Self:
+        self._meta.setdefault("labels", {})[key] = value
+        return self
+
+    def annotation(self, key: str, value: str) -> Self:
+        self._meta.setdefault("annotations", {})[key] = value
+        return self
+
+
+class MakePod(_Builder):
+    """A pod with one container ``main`` and no requests, created at ``T0``, ungated."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "uid": f"uid-{namespace}-{name}",
+                "creationTimestamp": timestamp(T0),
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            "status": {"phase": "Pending"},
+        })
+
+    def model(self) -> Pod:
+        return Pod.parse(self.obj())
+
+    def workload(self) -> Workload:
+        return workloads(self)[0]
+
+    # --- what users set ----------------------------------------------------------------------
+
+    def queue(self, name: str) -> Self:
+        return self.label(keys.QUEUE_LABEL, name)
+
+    def team(self, name: str) -> Self:
+        return self.label(keys.TEAM_LABEL, name)
+
+    def workflow(self, name: str, max_running: int | None = None) -> Self:
+        self.label(keys.WORKFLOW_LABEL, name)
+        if max_running is not None:
+            self.annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, str(max_running))
+        return self
+
+    def group(self, name: str, size: int) -> Self:
+        self.label(keys.GROUP_LABEL, name)
+        return self.annotation(keys.GROUP_SIZE_ANNOTATION, str(size))
+
+    def presets(self, *names: str) -> Self:
+        return self.annotation(keys.PRESETS_ANNOTATION, ",".join(names))
+
+    def priority(self, value: int, class_name: str = "") -> Self:
+        self._spec["priority"] = value
+        if class_name:
+            self._spec["priorityClassName"] = class_name
+        return self
+
+    def created(self, seconds_after_t0: float) -> Self:
+        self._meta["creationTimestamp"] = timestamp(T0 + seconds_after_t0)
+        return self
+
+    # --- resources -----------------------------------------------------------------------------
+
+    def _main(self) -> Obj:
+        main: Obj = self._spec["containers"][0]
+        return main
+
+    def requests(self, **amounts: str | int) -> Self:
+        """Requests of the main container; underscores stand for dots and slashes are spelled
+        out by ``request``. ``requests(cpu="500m", memory="1Gi")``."""
+        for name, amount in amounts.items():
+            self.request(name, amount)
+        return self
+
+    def request(self, resource: str, amount: str | int) -> Self:
+        self._main().setdefault("resources", {}).setdefault("requests", {})[resource] = str(amount)
+        return self
+
+    def limit(self, resource: str, amount: str | int) -> Self:
+        self._main().setdefault("resources", {}).setdefault("limits", {})[resource] = str(amount)
+        return self
+
+    def gpus(self, count: int, resource: str = keys.GPU_RESOURCE) -> Self:
+        """GPUs as extended resources are asked for: a limit (the request defaults to it)."""
+        return self.limit(resource, count)
+
+    def container(self, name: str, **fields: Any) -> Self:
+        self._spec["containers"].append({"name": name, "image": "busybox", **fields})
+        return self
+
+    def init_container(self, name: str, **fields: Any) -> Self:
+        self._spec.setdefault("initContainers", []).append({"name": name, "image": "busybox", **fields})
+        return self
+
+    def spec(self, **fields: Any) -> Self:
+        self._spec.update(fields)
+        return self
+
+    # --- life ----------------------------------------------------------------------------------
+
+    def gated(self) -> Self:
+        self._spec["schedulingGates"] = [{"name": keys.GATE}]
+        return self
+
+    def ungated(self) -> Self:
+        self._spec.pop("schedulingGates", None)
+        return self
+
+    def phase(self, phase: str) -> Self:
+        self._obj["status"]["phase"] = phase
+        return self
+
+    def running(self, node: str = "") -> Self:
+        """Released (no gate) and running; on ``node`` when one is given."""
+        self.ungated().phase("Running")
+        if node:
+            self._spec["nodeName"] = node
+        return self
+
+    def finished(self, phase: str = "Succeeded") -> Self:
+        return self.ungated().phase(phase)
+
+    def node(self, name: str) -> Self:
+        self._spec["nodeName"] = name
+        return self
+
+    def unschedulable(self, message: str) -> Self:
+        self._obj["status"].setdefault("conditions", []).append(
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        )
+        return self
+
+
+class MakeQueue(_Builder):
+    """A Queue of priority 0, unlimited, BestEffortFIFO, open to everyone."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__({"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": {}})
+
+    def model(self) -> Queue:
+        return Queue.parse(self.obj())
+
+    def priority(self, value: int) -> Self:
+        self._spec["priority"] = value
+        return self
+
+    def max_running(self, value: int) -> Self:
+        self._spec["maxRunning"] = value
+        return self
+
+    def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
+        """``quota(gpus=16)`` for nvidia.com/gpu, or ``quota({"cpu": "64"})``."""
+        self._spec["quota"] = _quota(amounts, named)
+        return self
+
+    def strict(self) -> Self:
+        self._spec["ordering"] = "StrictFIFO"
+        return self
+
+    def paused(self, value: bool = True) -> Self:
+        self._spec["paused"] = value
+        return self
+
+    def access(self, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()) -> Self:
+        self._spec["access"] = {"teams": list(teams), "users": list(users), "groups": list(groups)}
+        return self
+
+    def node_pool(self, match_labels: Mapping[str, str] | None = None, **selector: Any) -> Self:
+        pool: Obj = {"matchLabels": dict(match_labels or {})}
+        pool.update(selector)
+        self._spec["nodePool"] = pool
+        return self
+
+
+class MakeTeam(_Builder):
+    def __init__(self, name: str) -> None:
+        super().__init__({"apiVersion": keys.API_VERSION, "kind": "Team", "metadata": {"name": name}, "spec": {}})
+
+    def model(self) -> Team:
+        return Team.parse(self.obj())
+
+    def max_running(self, value: int) -> Self:
+        self._spec["maxRunning"] = value
+        return self
+
+    def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
+        self._spec["quota"] = _quota(amounts, named)
+        return self
+
+    def members(self, users: Iterable[str] = (), groups: Iterable[str] = ()) -> Self:
+        self._spec["members"] = {"users": list(users), "groups": list(groups)}
+        return self
+
+
+class MakePolicy(_Builder):
+    def __init__(self) -> None:
+        super().__init__({
+            "apiVersion": keys.API_VERSION, "kind": "Policy", "metadata": {"name": keys.POLICY_NAME}, "spec": {},
+        })
+
+    def model(self) -> Policy:
+        return Policy.parse(self.obj())
+
+    def max_running(self, value: int) -> Self:
+        self._spec["maxRunning"] = value
+        return self
+
+    def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
+        self._spec["quota"] = _quota(amounts, named)
+        return self
+
+    def starvation_seconds(self, value: int) -> Self:
+        self._spec["starvationSeconds"] = value
+        return self
+
+    def set(self, **fields: Any) -> Self:
+        self._spec.update(fields)
+        return self
+
+
+class MakeNamespace(_Builder):
+    def __init__(self, name: str) -> None:
+        super().__init__({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def model(self) -> Namespace:
+        return Namespace.parse(self.obj())
+
+    def team(self, name: str) -> Self:
+        return self.label(keys.TEAM_LABEL, name)
+
+
+class MakeNode(_Builder):
+    """A ready node with 32 CPUs, 256Gi memory and no GPUs."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
+        })
+
+    def gpus(self, count: int, resource: str = keys.GPU_RESOURCE) -> Self:
+        self._obj["status"]["allocatable"][resource] = str(count)
+        return self
+
+    def allocatable(self, resource: str, amount: str | int) -> Self:
+        self._obj["status"]["allocatable"][resource] = str(amount)
+        return self
+
+
+_SHORT_NAMES = {"gpus": keys.GPU_RESOURCE}
+
+
+def _quota(amounts: Mapping[str, str | int] | None, named: Mapping[str, str | int]) -> dict[str, str]:
+    out = {str(k): str(v) for k, v in (amounts or {}).items()}
+    out.update({_SHORT_NAMES.get(k, k): str(v) for k, v in named.items()})
+    return out
+
+
+# --- collections -------------------------------------------------------------------------------
+
+
+def workloads(*pods: MakePod | Pod) -> list[Workload]:
+    """The workloads of ``pods`` as the controller builds them, in the order of their first pod."""
+    parsed = [p.model() if isinstance(p, MakePod) else p for p in pods]
+    built = build_workloads(parsed)
+    first = {}
+    for i, pod in enumerate(parsed):
+        group = f"{pod.namespace}/group:{pod.group}" if pod.group else pod.key
+        first.setdefault(group, i)
+    return sorted(built, key=lambda w: first[w.key])
+
+
+def snapshot(
+    pods: Iterable[MakePod | Pod] = (),
+    queues: Iterable[MakeQueue | Queue] = (),
+    teams: Iterable[MakeTeam | Team] = (),
+    policy: MakePolicy | Policy | None = None,
+    now: float = T0,
+    extra: Iterable[Workload] = (),
+) -> Snapshot:
+    """A snapshot of ``pods`` (made into workloads) plus ``extra`` workloads at time ``now``."""
+    qs = [q.model() if isinstance(q, MakeQueue) else q for q in queues]
+    ts = [t.model() if isinstance(t, MakeTeam) else t for t in teams]
+    pol = policy.model() if isinstance(policy, MakePolicy) else (policy or Policy())
+    return Snapshot(
+        queues={q.name: q for q in qs},
+        teams={t.name: t for t in ts},
+        policy=pol,
+        workloads=[*workloads(*pods), *extra],
+        now=now,
+    )
