@@ -83,9 +83,11 @@ def _modules_digest() -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("SLUICEGATE_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base else Path.home() / ".cache"
-    return root / "sluicegate" if not os.environ.get("SLUICEGATE_CACHE") else root
+    """``$SLUICEGATE_CACHE``, else ``$XDG_CACHE_HOME/sluicegate``, else ``~/.cache/sluicegate``."""
+    if explicit := os.environ.get("SLUICEGATE_CACHE"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "sluicegate"
 
 
 def bin_dir(v: Versions | None = None) -> Path:
@@ -115,7 +117,7 @@ def targets(v: Versions) -> tuple[Target, ...]:
         Target("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", k8s),
         Target("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", k8s),
         Target("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl", k8s),
-        Target("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", ("-X sigs.k8s.io/kwok/pkg/consts.Version=" + v.kwok,)),
+        Target("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
     )
 
 

@@ -1,0 +1,85 @@
+# Sluicegate: `make demo` runs the story on a local control plane; `make test` runs every check.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CLUSTER_DIR ?= .cluster
+KIND_GPUS ?= 8
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+.PHONY: venv
+venv: $(STAMP) ## create the virtual environment and install the project with its dev tools
+
+.PHONY: binaries
+binaries: $(STAMP) ## build kube-apiserver, controller-manager, scheduler, kubectl, etcd and kwok into the cache
+	$(BIN)/python -m controlplane build
+
+.PHONY: lint
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check .
+
+.PHONY: typecheck
+typecheck: $(STAMP) ## mypy --strict
+	$(BIN)/mypy
+
+.PHONY: imports
+imports: $(STAMP) ## import-linter: policy stays pure, only kube/ talks to Kubernetes
+	$(BIN)/lint-imports
+
+.PHONY: unit
+unit: $(STAMP) ## unit and property tests (no cluster)
+	$(BIN)/pytest tests/unit tests/property
+
+.PHONY: e2e
+e2e: binaries ## end-to-end tests against the real local control plane
+	$(BIN)/pytest tests/e2e
+
+.PHONY: test
+test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter, unit, property and e2e tests
+	$(BIN)/pytest tests
+
+.PHONY: bench
+bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
+	$(BIN)/python -m benchmarks.dispatch
+
+.PHONY: cluster-up
+cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
+	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up
+
+.PHONY: cluster-down
+cluster-down: $(STAMP) ## stop the local control plane in $(CLUSTER_DIR)
+	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) down
+
+.PHONY: demo
+demo: cluster-up ## start the local control plane and show its GPU nodes
+	$(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig get nodes \
+	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[?(@.type=="Ready")].type,GPUS:.status.allocatable.nvidia\.com/gpu'
+	@echo "The cluster keeps running: KUBECONFIG=$(CLUSTER_DIR)/kubeconfig; stop it with 'make cluster-down'."
+
+.PHONY: kind-up
+kind-up: ## for machines with Docker: a kind cluster with 4 fake GPU nodes (kind, kubectl on PATH)
+	kind create cluster --name sluicegate --config manifests/kind/cluster.yaml
+	for node in $$(kubectl --context kind-sluicegate get nodes -l '!node-role.kubernetes.io/control-plane' -o name); do \
+	  kubectl --context kind-sluicegate patch $$node --subresource=status --type=merge \
+	    -p '{"status":{"capacity":{"nvidia.com/gpu":"$(KIND_GPUS)"}}}'; \
+	done
+
+.PHONY: kind-down
+kind-down: ## delete the kind cluster
+	kind delete cluster --name sluicegate
+
+.PHONY: clean
+clean: cluster-down ## stop the cluster and remove the virtual environment and caches (not the binaries)
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis $(CLUSTER_DIR)

@@ -1,0 +1,69 @@
+"""``python -m controlplane {build,up,down,status}``: the local control plane from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from controlplane import building
+from controlplane.launching import Layout, LocalCluster, StartError, stop
+
+DEFAULT_ROOT = Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", ".cluster"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controlplane", description=__doc__)
+    parser.add_argument(
+        "--root", type=Path, default=DEFAULT_ROOT, help="cluster directory (default: %(default)s)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build the binaries into the cache, if missing")
+    up = sub.add_parser("up", help="start a cluster (stopping one already in --root)")
+    up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
+    up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
+    sub.add_parser("down", help="stop the cluster in --root")
+    sub.add_parser("status", help="say whether a cluster runs in --root")
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        started = time.monotonic()
+        try:
+            out = building.ensure_binaries()
+        except building.BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"binaries ready in {out} ({time.monotonic() - started:.0f}s)")
+        return 0
+    if args.command == "up":
+        if args.nodes < 1 or args.gpus < 0:
+            parser.error("--nodes must be at least 1 and --gpus at least 0")
+        cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus)
+        try:
+            cluster.up()
+        except (StartError, building.BuildError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"export KUBECONFIG={cluster.kubeconfig}")
+        print(f"kubectl of the same release: {cluster.layout.bin / 'kubectl'}")
+        return 0
+    if args.command == "down":
+        stopped = stop(args.root)
+        print(f"stopped {', '.join(stopped)}" if stopped else f"no cluster runs in {args.root}")
+        return 0
+    layout = Layout(args.root.resolve())
+    if not layout.state.exists():
+        print(f"no cluster runs in {args.root}")
+        return 1
+    state = json.loads(layout.state.read_text())
+    print(f"server {state['server']}, kubeconfig {state['kubeconfig']}")
+    for name, pid in state["pids"].items():
+        print(f"  {name}: pid {pid}, log {layout.log(name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,395 @@
+"""Start and stop the local control plane: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok, each a real upstream binary, all on loopback with free ports.
+
+A cluster lives in one directory (``Layout``): certificates, kubeconfig, etcd's data, one log
+file per component and ``cluster.json``, which records the process ids so that another
+process (``make cluster-down``) can stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controlplane import building
+from controlplane.nodes import gpu_nodes
+from controlplane.pki import Pki
+
+Progress = Callable[[str], None]
+
+KWOK_CONFIG = Path(__file__).resolve().parent / "kwok.yaml"
+SERVICE_CIDR = "10.96.0.0/16"
+# Budgets for each wait; generous because two busy cores can be slow, and a wait ends as soon
+# as its component is ready.
+READY_SECONDS = 90.0
+STOP_SECONDS = 15.0
+
+
+class StartError(RuntimeError):
+    """A component did not start; the message names it and ends with its log."""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a cluster keeps its files."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.root / "pki")
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+
+@dataclass(slots=True)
+class Ports:
+    etcd_client: int = field(default_factory=free_port)
+    etcd_peer: int = field(default_factory=free_port)
+    apiserver: int = field(default_factory=free_port)
+    controller_manager: int = field(default_factory=free_port)
+    scheduler: int = field(default_factory=free_port)
+
+
+class LocalCluster:
+    """One local control plane. ``up()`` builds what is missing and starts it; ``down()`` stops it."""
+
+    def __init__(self, root: Path, nodes: int = 4, gpus_per_node: int = 8) -> None:
+        self.layout = Layout(root.resolve())
+        self.nodes = nodes
+        self.gpus_per_node = gpus_per_node
+        self.ports = Ports()
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._bin: Path | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    def binary(self, name: str) -> str:
+        if self._bin is None:
+            self._bin = building.ensure_binaries()
+        return str(self._bin / name)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the control plane's own kubectl against this cluster."""
+        cmd = [self.binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
+        result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    # --- starting -------------------------------------------------------------------------
+
+    def up(self, progress: Progress = _stderr) -> None:
+        started = time.monotonic()
+        if self.layout.state.exists():
+            stop(self.layout.root)
+        progress("control plane: checking binaries")
+        self._bin = building.ensure_binaries(progress)
+        self._link_bin()
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        progress("control plane: generating certificates")
+        self.layout.pki.generate()
+        self.layout.pki.write_kubeconfig(self.kubeconfig, self.server)
+        try:
+            self._start_all(progress)
+        except BaseException:
+            self.down()
+            raise
+        progress(f"control plane: ready in {time.monotonic() - started:.1f}s; "
+                 f"KUBECONFIG={self.kubeconfig}")
+
+    def _link_bin(self) -> None:
+        assert self._bin is not None
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        if self.layout.bin.is_symlink() or self.layout.bin.exists():
+            self.layout.bin.unlink()
+        self.layout.bin.symlink_to(self._bin)
+
+    def _start_all(self, progress: Progress) -> None:
+        progress("control plane: starting etcd")
+        self._spawn("etcd", self._etcd_args())
+        self._wait("etcd", self._etcd_healthy)
+        progress("control plane: starting kube-apiserver")
+        self._spawn("kube-apiserver", self._apiserver_args())
+        self._wait("kube-apiserver", lambda: self._https_ok(self.ports.apiserver, "/readyz", client=True))
+        progress("control plane: starting kube-controller-manager, kube-scheduler and kwok")
+        self._spawn("kube-controller-manager", self._controller_manager_args())
+        self._spawn("kube-scheduler", self._scheduler_args())
+        self._spawn("kwok", self._kwok_args())
+        self._wait("kube-controller-manager",
+                   lambda: self._https_ok(self.ports.controller_manager, "/healthz", client=False))
+        self._wait("kube-scheduler", lambda: self._https_ok(self.ports.scheduler, "/healthz", client=False))
+        progress(f"control plane: creating {self.nodes} fake nodes with {self.gpus_per_node} GPUs each")
+        manifest = yaml.safe_dump_all(gpu_nodes(self.nodes, self.gpus_per_node))
+        self.kubectl("apply", "-f", "-", input=manifest)
+        self._wait("kwok", self._nodes_ready)
+        self._wait("kube-controller-manager", self._default_service_account)
+
+    def _spawn(self, name: str, args: Sequence[str]) -> None:
+        log = self.layout.log(name).open("ab")
+        proc = subprocess.Popen(
+            [self.binary(name), *args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=self.layout.root,
+        )
+        log.close()
+        self._procs[name] = proc
+        self._save_state()
+
+    def _save_state(self) -> None:
+        state = {
+            "pids": {name: p.pid for name, p in self._procs.items()},
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "nodes": self.nodes,
+            "gpusPerNode": self.gpus_per_node,
+        }
+        self.layout.state.write_text(json.dumps(state, indent=2))
+
+    def _wait(self, name: str, ready: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for proc_name, proc in self._procs.items():
+                if proc.poll() is not None:
+                    raise StartError(
+                        f"{proc_name} exited with code {proc.returncode} while waiting for {name}; "
+                        f"last lines of {self.layout.log(proc_name)}:\n{log_tail(self.layout.log(proc_name))}"
+                    )
+            if ready():
+                return
+            time.sleep(0.2)
+        raise StartError(
+            f"{name} was not ready after {seconds:.0f}s; last lines of {self.layout.log(name)}:\n"
+            f"{log_tail(self.layout.log(name))}"
+        )
+
+    # --- readiness probes -----------------------------------------------------------------
+
+    def _etcd_healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports.etcd_client}/health", timeout=2) as r:
+                return bool(json.load(r).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    def _https_ok(self, port: int, path: str, *, client: bool) -> bool:
+        pki = self.layout.pki
+        if client:
+            context = ssl.create_default_context(cafile=str(pki.ca_cert))
+            context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        else:  # controller-manager and scheduler serve a self-signed certificate of their own
+            context = ssl._create_unverified_context()
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", timeout=2, context=context) as r:
+                return bool(r.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def _nodes_ready(self) -> bool:
+        out = self.kubectl("get", "nodes", "-o", "json", check=False)
+        if out.returncode != 0:
+            return False
+        items: list[dict[str, Any]] = json.loads(out.stdout).get("items", [])
+        ready = [
+            n for n in items
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in n.get("status", {}).get("conditions", []))
+        ]
+        return len(ready) >= self.nodes
+
+    def _default_service_account(self) -> bool:
+        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+
+    # --- component arguments --------------------------------------------------------------
+
+    def _etcd_args(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.ports.etcd_client}"
+        peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
+        return [
+            "--name=sluicegate",
+            f"--data-dir={self.layout.root / 'etcd'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=sluicegate={peer}",
+            "--initial-cluster-state=new",
+            # A test cluster's data is thrown away; skipping fsync makes writes cheap.
+            "--unsafe-no-fsync=true",
+            "--auto-compaction-retention=1",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_args(self) -> list[str]:
+        pki = self.layout.pki
+        return [
+            f"--etcd-servers=http://127.0.0.1:{self.ports.etcd_client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports.apiserver}",
+            f"--cert-dir={self.layout.root / 'apiserver-certs'}",
+            f"--tls-cert-file={pki.apiserver_cert}",
+            f"--tls-private-key-file={pki.apiserver_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-key-file={pki.sa_public}",
+            f"--service-account-signing-key-file={pki.sa_private}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--allow-privileged=true",
+            # Loopback cannot be a Service endpoint; nothing in the cluster dials the apiserver's Service.
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def _controller_manager_args(self) -> list[str]:
+        pki = self.layout.pki
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports.controller_manager}",
+            "--leader-elect=false",
+            # Each controller acts as its own service account, so pods a Job creates are
+            # created by system:serviceaccount:kube-system:job-controller, as in a real cluster.
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki.sa_private}",
+            f"--root-ca-file={pki.ca_cert}",
+            f"--cluster-signing-cert-file={pki.ca_cert}",
+            f"--cluster-signing-key-file={pki.ca_key}",
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def _scheduler_args(self) -> list[str]:
+        config = self.layout.root / "scheduler.yaml"
+        config.write_text(yaml.safe_dump(self.scheduler_configuration()))
+        return [
+            f"--config={config}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports.scheduler}",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def scheduler_configuration(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400},
+            "leaderElection": {"leaderElect": False},
+        }
+
+    def _kwok_args(self) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={KWOK_CONFIG}",
+            "--manage-all-nodes=true",
+            "--cidr=10.0.0.1/16",
+            "--node-ip=10.0.0.1",
+        ]
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def down(self) -> None:
+        stop(self.layout.root)
+        self._procs.clear()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def stop(root: Path) -> list[str]:
+    """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
+    layout = Layout(root.resolve())
+    try:
+        pids: dict[str, int] = json.loads(layout.state.read_text())["pids"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return []
+    # Stop in reverse start order: clients first, etcd last.
+    order = list(reversed(pids.items()))
+    for _, pid in order:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while time.monotonic() < deadline and any(_alive(pid) for _, pid in order):
+        time.sleep(0.1)
+    for _, pid in order:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        if _alive(pid):
+            time.sleep(0.2)
+    layout.state.unlink(missing_ok=True)
+    return [name for name, _ in order]

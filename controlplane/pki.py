@@ -1,0 +1,95 @@
+"""The local control plane's certificates, keys and kubeconfig files."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from certs.authority import Authority, signing_key_pair
+
+ADMIN_USER = "kubernetes-admin"
+ADMIN_GROUP = "system:masters"
+# The names under which the apiserver is reached from inside and outside the cluster.
+APISERVER_HOSTS = (
+    "127.0.0.1", "localhost", "10.96.0.1",
+    "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pki:
+    """Paths of every file the components read."""
+
+    root: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.root / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+    @property
+    def apiserver_cert(self) -> Path:
+        return self.root / "apiserver.crt"
+
+    @property
+    def apiserver_key(self) -> Path:
+        return self.root / "apiserver.key"
+
+    @property
+    def admin_cert(self) -> Path:
+        return self.root / "admin.crt"
+
+    @property
+    def admin_key(self) -> Path:
+        return self.root / "admin.key"
+
+    @property
+    def sa_public(self) -> Path:
+        return self.root / "sa.pub"
+
+    @property
+    def sa_private(self) -> Path:
+        return self.root / "sa.key"
+
+    def generate(self) -> None:
+        """Create the CA, the apiserver's serving cert, the admin client cert and the SA key."""
+        ca = Authority.create("sluicegate-local-ca")
+        ca.key_pair.write(self.root, "ca")
+        ca.issue_serving("kube-apiserver", APISERVER_HOSTS).write(self.root, "apiserver")
+        ca.issue_client(ADMIN_USER, (ADMIN_GROUP,)).write(self.root, "admin")
+        sa = signing_key_pair()
+        self.sa_public.write_bytes(sa.cert_pem)
+        self.sa_private.write_bytes(sa.key_pem)
+        self.sa_private.chmod(0o600)
+
+    def authority(self) -> Authority:
+        return Authority.load(self.ca_cert, self.ca_key)
+
+    def write_kubeconfig(self, path: Path, server: str, name: str = "sluicegate-local") -> None:
+        """A self-contained admin kubeconfig (certificates embedded) for kubectl and clients."""
+
+        def b64(p: Path) -> str:
+            return base64.b64encode(p.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": {
+                "server": server,
+                "certificate-authority-data": b64(self.ca_cert),
+            }}],
+            "users": [{"name": ADMIN_USER, "user": {
+                "client-certificate-data": b64(self.admin_cert),
+                "client-key-data": b64(self.admin_key),
+            }}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": ADMIN_USER}}],
+            "current-context": name,
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)

@@ -1,0 +1,97 @@
+"""The e2e fixtures: one real local control plane per test session, one namespace per test."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from controlplane.launching import LocalCluster
+
+T = TypeVar("T")
+
+# Upper bounds for waiting on the cluster, not performance targets: a wait returns as soon as
+# its condition holds, and these only decide when to give up and report.
+WAIT_SECONDS = 60.0
+
+
+def eventually(probe: Callable[[], T | None], what: str, seconds: float = WAIT_SECONDS) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + seconds
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"gave up after {seconds:.0f}s waiting for {what} (last seen: {last!r})")
+
+
+class Kubectl:
+    """The real kubectl, of the control plane's own release, bound to one namespace."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+
+    def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        return self.cluster.kubectl("-n", self.namespace, *args, input=input, check=check).stdout
+
+    def fails(self, *args: str, input: str | None = None) -> str:
+        """Run a command that must be refused; return its error output."""
+        result = self.cluster.kubectl("-n", self.namespace, *args, input=input, check=False)
+        assert result.returncode != 0, f"kubectl {' '.join(args)} succeeded but should have been refused"
+        return result.stderr
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.run("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.run("get", kind, name, "-o", "json"))
+        return data
+
+    def wait_for(
+        self, kind: str, name: str, holds: Callable[[dict[str, Any]], object], what: str
+    ) -> dict[str, Any]:
+        """The object, once ``holds(object)`` is true."""
+
+        def probe() -> dict[str, Any] | None:
+            obj = self.get(kind, name)
+            return obj if holds(obj) else None
+
+        return eventually(probe, f"{kind} {name}: {what}")
+
+    def items(self, kind: str, *selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(self.run("get", kind, *selector, "-o", "json"))["items"]
+        return items
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = Path(os.environ.get("SLUICEGATE_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
+    local = LocalCluster(root, nodes=4, gpus_per_node=8)
+    local.up()
+    try:
+        yield local
+    finally:
+        local.down()
+
+
+@pytest.fixture
+def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
+    """A fresh namespace, with its default service account, deleted after the test."""
+    name = f"e2e-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    eventually(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        f"the default service account of namespace {name}",
+    )
+    yield Kubectl(cluster, name)
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
