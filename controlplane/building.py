@@ -138,7 +138,7 @@ def ensure_binaries(progress: Progress | None = None) -> Path:
 
 def _build(target: Target, out: Path) -> None:
     partial = out / f".{target.name}.partial"
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
     cmd = ["go", "build", "-trimpath", "-o", str(partial)]
     if target.ldflags:
         cmd.append("-ldflags=" + " ".join(target.ldflags))
