@@ -13,12 +13,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 GO_ROOT = Path(__file__).resolve().parent / "go"
+# How often a long build says it is still going.
+TICK_SECONDS = 30.0
 
 Progress = Callable[[str], None]
 
@@ -131,35 +134,28 @@ def ensure_binaries(progress: Progress | None = None) -> Path:
     for index, target in enumerate(todo, start=1):
         say(f"building {target.name} ({index}/{len(todo)}) into {out} ...")
         started = time.monotonic()
-        _build(target, out)
+        _build(target, out, say)
         say(f"built {target.name} in {time.monotonic() - started:.0f}s")
     return out
 
 
-def _build(target: Target, out: Path) -> None:
+def _build(target: Target, out: Path, say: Progress) -> None:
     partial = out / f".{target.name}.partial"
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly -buildvcs=false")
     cmd = ["go", "build", "-trimpath", "-o", str(partial)]
     if target.ldflags:
         cmd.append("-ldflags=" + " ".join(target.ldflags))
     cmd.append(target.package)
-    result = subprocess.run(cmd, cwd=GO_ROOT / target.module, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
-        raise BuildError(f"building {target.name} failed (go build exited {result.returncode}):\n{tail}")
-    partial.rename(out / target.name)
-
-
-def main() -> int:
     started = time.monotonic()
-    try:
-        out = ensure_binaries()
-    except BuildError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"control plane binaries ready in {out} ({time.monotonic() - started:.0f}s)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen(cmd, cwd=GO_ROOT / target.module, env=env, stdout=output, stderr=output)
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=TICK_SECONDS)
+            except subprocess.TimeoutExpired:
+                say(f"  still building {target.name} ({time.monotonic() - started:.0f}s so far)")
+        if proc.returncode != 0:
+            output.seek(0)
+            tail = "\n".join(output.read().decode(errors="replace").splitlines()[-30:])
+            raise BuildError(f"building {target.name} failed (go build exited {proc.returncode}):\n{tail}")
+    partial.rename(out / target.name)
