@@ -54,7 +54,7 @@ class Decision:
     """
 
     release: tuple[Workload, ...]
-    waiting: Mapping[str, Wait]
+    waiting: Waiting  # a Mapping[str, Wait], worked out as it is read
     turns: Turns
     usage: Tally
 

@@ -58,18 +58,20 @@ class MakePod(_Builder):
     """A pod with one container ``main`` and no requests, created at ``T0``, ungated."""
 
     def __init__(self, namespace: str, name: str) -> None:
-        super().__init__({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "namespace": namespace,
-                "name": name,
-                "uid": f"uid-{namespace}-{name}",
-                "creationTimestamp": timestamp(T0),
-            },
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-            "status": {"phase": "Pending"},
-        })
+        super().__init__(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "namespace": namespace,
+                    "name": name,
+                    "uid": f"uid-{namespace}-{name}",
+                    "creationTimestamp": timestamp(T0),
+                },
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+                "status": {"phase": "Pending"},
+            }
+        )
 
     def model(self) -> Pod:
         return Pod.parse(self.obj())
@@ -184,7 +186,9 @@ class MakeQueue(_Builder):
     """A Queue of priority 0, unlimited, BestEffortFIFO, open to everyone."""
 
     def __init__(self, name: str) -> None:
-        super().__init__({"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": {}})
+        super().__init__(
+            {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": {}}
+        )
 
     def model(self) -> Queue:
         return Queue.parse(self.obj())
@@ -210,7 +214,9 @@ class MakeQueue(_Builder):
         self._spec["paused"] = value
         return self
 
-    def access(self, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()) -> Self:
+    def access(
+        self, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()
+    ) -> Self:
         self._spec["access"] = {"teams": list(teams), "users": list(users), "groups": list(groups)}
         return self
 
@@ -223,7 +229,9 @@ class MakeQueue(_Builder):
 
 class MakeTeam(_Builder):
     def __init__(self, name: str) -> None:
-        super().__init__({"apiVersion": keys.API_VERSION, "kind": "Team", "metadata": {"name": name}, "spec": {}})
+        super().__init__(
+            {"apiVersion": keys.API_VERSION, "kind": "Team", "metadata": {"name": name}, "spec": {}}
+        )
 
     def model(self) -> Team:
         return Team.parse(self.obj())
@@ -243,9 +251,14 @@ class MakeTeam(_Builder):
 
 class MakePolicy(_Builder):
     def __init__(self) -> None:
-        super().__init__({
-            "apiVersion": keys.API_VERSION, "kind": "Policy", "metadata": {"name": keys.POLICY_NAME}, "spec": {},
-        })
+        super().__init__(
+            {
+                "apiVersion": keys.API_VERSION,
+                "kind": "Policy",
+                "metadata": {"name": keys.POLICY_NAME},
+                "spec": {},
+            }
+        )
 
     def model(self) -> Policy:
         return Policy.parse(self.obj())
@@ -282,12 +295,14 @@ class MakeNode(_Builder):
     """A ready node with 32 CPUs, 256Gi memory and no GPUs."""
 
     def __init__(self, name: str) -> None:
-        super().__init__({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
-        })
+        super().__init__(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
+            }
+        )
 
     def gpus(self, count: int, resource: str = keys.GPU_RESOURCE) -> Self:
         self._obj["status"]["allocatable"][resource] = str(count)
