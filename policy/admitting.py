@@ -305,7 +305,7 @@ def _managed(shape: Obj, policy: Policy, where: str) -> bool | Deny:
     try:
         return is_managed(shape, policy)
     except InvalidObject as e:
-        return Deny(f"{where}spec: {e}")
+        return Deny(f"{where}spec.{e}")
 
 
 def _create_pod(request: Request, namespace: Namespace, catalog: Catalog) -> Decision:

@@ -11,10 +11,11 @@ import copy
 from collections.abc import Iterable
 from typing import Any, Self
 
-from policy import keys
+from policy import keys, patching
+from policy.admitting import review
 from policy.catalog import Catalog
 from policy.model import Namespace, Submitter
-from policy.reviews import JOB, POD, Kind, Operation, Request
+from policy.reviews import JOB, POD, Admit, Decision, Kind, Operation, Request
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 SLUICEGATE = "system:serviceaccount:sluicegate-system:sluicegate"
@@ -252,3 +253,111 @@ def update(
     old: dict[str, Any], new: dict[str, Any], user: str = "alice", *groups: str, kind: Kind = POD
 ) -> Request:
     return Request(Operation.UPDATE, kind, user, frozenset(groups), new, old)
+
+
+# --- the world most admission tests live in -------------------------------------------------
+#
+# Team vision (alice, group vision-devs) owns namespace vision-ml and may use vision-train and
+# vision-interactive; prod-train belongs to team prod (pat) and group sre; research is bob's.
+
+
+def vision_queues() -> list[dict[str, Any]]:
+    return [
+        make_queue("vision-train", teams=["vision"]),
+        make_queue("vision-interactive", teams=["vision"]),
+        make_queue("prod-train", teams=["prod"], groups=["sre"]),
+        make_queue("research", users=["bob"]),
+    ]
+
+
+def vision_teams() -> list[dict[str, Any]]:
+    return [
+        make_team("vision", users=["alice"], groups=["vision-devs"]),
+        make_team("prod", users=["pat"]),
+    ]
+
+
+def vision_presets() -> list[dict[str, Any]]:
+    return [
+        make_preset("single-gpu").queue("vision-train").gpus(1).obj(),
+        make_preset("connections").strategy("post_merge")
+        .container("env", [{"name": "DATA_URL", "value": "s3://vision"}])
+        .pod("volumes", [{"name": "scratch", "emptyDir": {}}])
+        .container("volumeMounts", [{"name": "scratch", "mountPath": "/scratch"}]).obj(),
+        make_preset("prod-shape").queue("prod-train").pod("priorityClassName", "prod").obj(),
+        make_preset("sweep").workflow_max_running(4).obj(),
+    ]
+
+
+def vision_catalog(
+    *,
+    queues: Iterable[dict[str, Any]] = (),
+    teams: Iterable[dict[str, Any]] = (),
+    presets: Iterable[dict[str, Any]] = (),
+    policy: dict[str, Any] | None = None,
+) -> Catalog:
+    """The vision world, with ``queues``/``teams``/``presets`` added (or replaced by name)."""
+
+    def merged(base: list[dict[str, Any]], extra: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        by_name = {o["metadata"]["name"]: o for o in base}
+        by_name.update({o["metadata"]["name"]: o for o in extra})
+        return list(by_name.values())
+
+    return make_catalog(
+        queues=merged(vision_queues(), queues),
+        teams=merged(vision_teams(), teams),
+        presets=merged(vision_presets(), presets),
+        policy=policy,
+    )
+
+
+# --- running admission ----------------------------------------------------------------------
+
+USER_KEYS = (
+    "users may set labels sluicegate.dev/group, sluicegate.dev/queue, sluicegate.dev/workflow and "
+    "annotations sluicegate.dev/group-size, sluicegate.dev/presets, sluicegate.dev/workflow-max-running"
+)
+VISION_QUEUES = "this namespace may use: vision-interactive, vision-train"
+ALL_PRESETS = "this namespace may use presets: connections, prod-shape, single-gpu, sweep"
+NODE_NAME_REFUSED = (
+    "spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler once dispatched; "
+    "remove spec.nodeName (a nodeSelector or a preset can choose nodes)"
+)
+
+
+def written_by_sluicegate(what: str, key: str) -> str:
+    """The refusal of a hand-written Sluicegate key."""
+    return f"{what} {key} is written by Sluicegate and cannot be set by users ({USER_KEYS})"
+
+
+def run(request: Request, namespace: Namespace | None = None, catalog: Catalog | None = None) -> Decision:
+    """Review ``request`` in the vision world (or the namespace and catalog given)."""
+    return review(
+        request,
+        make_namespace() if namespace is None else namespace,
+        vision_catalog() if catalog is None else catalog,
+        controller=SLUICEGATE,
+    )
+
+
+def admit(
+    pod: dict[str, Any],
+    namespace: Namespace | None = None,
+    catalog: Catalog | None = None,
+    user: str = "alice",
+    *groups: str,
+) -> tuple[dict[str, Any], Admit]:
+    """The pod as admission leaves it, and the decision; fails the test on a denial."""
+    decision = run(create(pod, user, *groups), namespace, catalog)
+    assert isinstance(decision, Admit), decision
+    return patching.apply(pod, decision.patch), decision
+
+
+def admitted(
+    pod: dict[str, Any],
+    namespace: Namespace | None = None,
+    catalog: Catalog | None = None,
+    user: str = "alice",
+    *groups: str,
+) -> dict[str, Any]:
+    return admit(pod, namespace, catalog, user, *groups)[0]

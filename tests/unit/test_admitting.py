@@ -1,0 +1,318 @@
+"""Admission of pods: which pods are managed, what they become, and who may use which queue.
+
+The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
+vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
+sre's, research is bob's (see ``tests.admission_builders``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from policy import keys
+from policy.catalog import Catalog
+from policy.model import Namespace, Submitter
+from policy.patching import apply
+from policy.reviews import Admit
+from tests.admission_builders import (
+    PodBuilder,
+    admit,
+    admitted,
+    create,
+    make_namespace,
+    make_pod,
+    make_policy,
+    make_queue,
+    make_team,
+    run,
+    vision_catalog,
+)
+
+NS = make_namespace()
+CATALOG = vision_catalog()
+ALICE = Submitter("alice").to_annotation()
+GATE = [{"name": keys.GATE}]
+
+
+# --- which pods are managed -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace", "catalog", "managed"),
+    [
+        pytest.param(
+            make_pod().requests(cpu="2"),
+            NS,
+            CATALOG,
+            False,
+            id="a CPU-only pod is none of Sluicegate's business",
+        ),
+        pytest.param(
+            make_pod().gpus(1).queue("vision-train"),
+            make_namespace(team=None),
+            CATALOG,
+            False,
+            id="a GPU pod in a namespace without a team label is left alone",
+        ),
+        pytest.param(
+            make_pod().gpus(1),
+            make_namespace(default_queue="vision-train"),
+            CATALOG,
+            True,
+            id="a pod asking for a GPU is gated",
+        ),
+        pytest.param(
+            make_pod().gpus(0), NS, CATALOG, False, id="asking for zero GPUs is not asking for a GPU"
+        ),
+        pytest.param(
+            make_pod().spec(
+                "initContainers", [{"name": "warm", "resources": {"limits": {keys.GPU_RESOURCE: "1"}}}]
+            ),
+            make_namespace(default_queue="vision-train"),
+            CATALOG,
+            True,
+            id="a GPU asked for by an init container counts",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train"),
+            NS,
+            CATALOG,
+            True,
+            id="a pod naming a queue is gated even without a GPU",
+        ),
+        pytest.param(make_pod().queue(""), NS, CATALOG, False, id="an empty queue label names no queue"),
+        pytest.param(make_pod().presets("single-gpu"), NS, CATALOG, True, id="a pod naming presets is gated"),
+        pytest.param(
+            make_pod().gpus(1, "amd.com/gpu"),
+            make_namespace(default_queue="vision-train"),
+            CATALOG,
+            False,
+            id="an AMD GPU is not managed by default",
+        ),
+        pytest.param(
+            make_pod().gpus(1, "amd.com/gpu"),
+            make_namespace(default_queue="vision-train"),
+            vision_catalog(policy=make_policy(managedResources=["nvidia.com/gpu", "amd.com/gpu"])),
+            True,
+            id="an AMD GPU is managed once the Policy lists it",
+        ),
+        pytest.param(
+            make_pod().gpus(1),
+            make_namespace(default_presets=["single-gpu"]),
+            CATALOG,
+            True,
+            id="a GPU pod takes the namespace's default presets and their queue",
+        ),
+        pytest.param(
+            make_pod(),
+            make_namespace(default_presets=["single-gpu"]),
+            CATALOG,
+            False,
+            id="default presets alone do not make a pod managed",
+        ),
+    ],
+)
+def test_which_pods_are_managed(
+    pod: PodBuilder, namespace: Namespace, catalog: Catalog, managed: bool
+) -> None:
+    result, decision = admit(pod.obj(), namespace, catalog)
+    if managed:
+        assert result["spec"]["schedulingGates"] == GATE
+        assert result["metadata"]["labels"][keys.TEAM_LABEL] == "vision"
+    else:
+        assert decision == Admit()
+
+
+# --- what an admitted pod becomes -----------------------------------------------------------
+
+
+def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> None:
+    pod = make_pod().queue("vision-train").gpus(1).obj()
+    decision = run(create(pod))
+    assert decision == Admit(
+        (
+            {"op": "add", "path": "/metadata/labels/sluicegate.dev~1team", "value": "vision"},
+            {"op": "add", "path": "/metadata/annotations", "value": {keys.SUBMITTER_ANNOTATION: ALICE}},
+            {"op": "add", "path": "/spec/schedulingGates", "value": GATE},
+        )
+    )
+    assert isinstance(decision, Admit)
+    expected = make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1).submitter("alice")
+    assert apply(pod, decision.patch) == expected.gated().obj()
+
+
+def test_a_pod_without_labels_gets_the_whole_map_and_its_other_gates_stay() -> None:
+    pod = make_pod().gpus(1).spec("schedulingGates", [{"name": "other.io/hold"}]).obj()
+    decision = run(create(pod), make_namespace(default_queue="vision-train"))
+    assert isinstance(decision, Admit)
+    assert decision.patch[0] == {
+        "op": "add",
+        "path": "/metadata/labels",
+        "value": {keys.TEAM_LABEL: "vision", keys.QUEUE_LABEL: "vision-train"},
+    }
+    assert decision.patch[-1] == {
+        "op": "add",
+        "path": "/spec/schedulingGates/-",
+        "value": {"name": keys.GATE},
+    }
+    assert apply(pod, decision.patch)["spec"]["schedulingGates"] == [{"name": "other.io/hold"}, *GATE]
+
+
+def test_the_submitter_keeps_the_users_groups() -> None:
+    pod = admitted(make_pod().queue("vision-train").obj(), NS, CATALOG, "dave", "vision-devs", "all")
+    stamped = Submitter.from_annotation(pod["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION])
+    assert stamped == Submitter("dave", frozenset({"vision-devs", "all"}))
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace", "catalog", "queue"),
+    [
+        pytest.param(
+            make_pod().queue("vision-interactive").presets("single-gpu"),
+            make_namespace(default_queue="vision-train"),
+            CATALOG,
+            "vision-interactive",
+            id="the pod's label beats every default",
+        ),
+        pytest.param(
+            make_pod().presets("sweep", "single-gpu"),
+            make_namespace(default_queue="vision-interactive"),
+            CATALOG,
+            "vision-train",
+            id="the first applied preset that names a queue beats the namespace",
+        ),
+        pytest.param(
+            make_pod().gpus(1),
+            make_namespace(default_queue="vision-interactive"),
+            vision_catalog(policy=make_policy(defaultQueue="vision-train")),
+            "vision-interactive",
+            id="the namespace's default beats the Policy's",
+        ),
+        pytest.param(
+            make_pod().gpus(1),
+            NS,
+            vision_catalog(policy=make_policy(defaultQueue="vision-train")),
+            "vision-train",
+            id="the Policy's default applies last",
+        ),
+    ],
+)
+def test_where_the_queue_comes_from(
+    pod: PodBuilder, namespace: Namespace, catalog: Catalog, queue: str
+) -> None:
+    assert admitted(pod.obj(), namespace, catalog)["metadata"]["labels"][keys.QUEUE_LABEL] == queue
+
+
+@pytest.mark.parametrize(
+    ("user", "groups", "queue", "namespace", "catalog"),
+    [
+        pytest.param("alice", (), "vision-train", NS, CATALOG, id="a team member by name"),
+        pytest.param(
+            "dave", ("vision-devs",), "vision-train", NS, CATALOG, id="a team member through a group"
+        ),
+        pytest.param(
+            "pat", (), "prod-train", NS, CATALOG, id="a member of another team uses that team's queue"
+        ),
+        pytest.param("erin", ("sre",), "prod-train", NS, CATALOG, id="a group the queue names"),
+        pytest.param("bob", (), "research", NS, CATALOG, id="a user the queue names"),
+        pytest.param(
+            "carol",
+            (),
+            "vision-train",
+            NS,
+            vision_catalog(teams=[make_team("vision")]),
+            id="a team without members counts everyone in its namespaces",
+        ),
+        pytest.param(
+            "carol",
+            (),
+            "robotics-train",
+            make_namespace("robotics-ml", "robotics"),
+            vision_catalog(queues=[make_queue("robotics-train", teams=["robotics"])]),
+            id="a namespace's team with no Team object counts everyone in the namespace",
+        ),
+        pytest.param(
+            "carol",
+            (),
+            "shared",
+            NS,
+            vision_catalog(queues=[make_queue("shared")]),
+            id="a queue with no access list is open to all",
+        ),
+    ],
+)
+def test_who_may_use_a_queue(
+    user: str, groups: tuple[str, ...], queue: str, namespace: Namespace, catalog: Catalog
+) -> None:
+    pod = admitted(make_pod().queue(queue).obj(), namespace, catalog, user, *groups)
+    assert pod["metadata"]["labels"][keys.QUEUE_LABEL] == queue
+
+
+# --- keys Sluicegate writes, written by hand ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(
+            make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision"),
+            id="a team label equal to the namespace's",
+        ),
+        pytest.param(make_pod().queue("vision-train").submitter("alice"), id="the user's own submitter"),
+        pytest.param(
+            make_pod()
+            .queue("vision-train")
+            .presets("connections")
+            .annotation(keys.APPLIED_PRESETS_ANNOTATION, "connections"),
+            id="the presets that are applied",
+        ),
+        pytest.param(make_pod().queue("vision-train").gated(), id="the gate itself"),
+    ],
+)
+def test_a_value_identical_to_sluicegates_own_is_accepted(pod: PodBuilder) -> None:
+    assert isinstance(run(create(pod.obj())), Admit)
+
+
+# --- reinvocation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace"),
+    [
+        pytest.param(make_pod().queue("vision-train").gpus(1), NS, id="a plain GPU pod"),
+        pytest.param(
+            make_pod().gpus(2), make_namespace(default_queue="vision-train"), id="a defaulted queue"
+        ),
+        pytest.param(make_pod().presets("single-gpu", "connections").env("MODE", "x"), NS, id="two presets"),
+        pytest.param(
+            make_pod().presets("single-gpu"),
+            make_namespace(default_presets=["connections", "sweep"]),
+            id="namespace default presets",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").workflow("w1").presets("sweep"),
+            NS,
+            id="a workflow limit from a preset",
+        ),
+        pytest.param(make_pod().queue("vision-train").group("ring", 4).gated(), NS, id="a pod group"),
+        pytest.param(
+            make_pod()
+            .container("sidecar")
+            .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "sidecar")
+            .presets("single-gpu"),
+            NS,
+            id="presets on a named default container",
+        ),
+    ],
+)
+def test_admitting_an_admitted_pod_again_changes_nothing(pod: PodBuilder, namespace: Namespace) -> None:
+    once = admitted(pod.obj(), namespace)
+    _, again = admit(once, namespace)
+    assert again.patch == ()
+
+
+def test_subresource_requests_are_not_judged() -> None:
+    request = create(make_pod().queue("prod-train").obj())
+    assert run(replace(request, subresource="status")) == Admit()

@@ -1,0 +1,148 @@
+"""Admission with presets: their order, their queue and workflow limit, workflows and warnings.
+
+The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
+vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
+sre's, research is bob's (see ``tests.admission_builders``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from policy import keys
+from policy.catalog import Catalog
+from tests.admission_builders import (
+    PodBuilder,
+    admit,
+    admitted,
+    make_namespace,
+    make_pod,
+    make_policy,
+    vision_catalog,
+)
+
+NS = make_namespace()
+CATALOG = vision_catalog()
+
+
+# --- presets through admission --------------------------------------------------------------
+
+
+def test_namespace_defaults_apply_first_then_the_pods_presets_each_once() -> None:
+    namespace = make_namespace(default_presets=["connections"])
+    pod = admitted(make_pod().presets("single-gpu", "connections").obj(), namespace)
+    notes = pod["metadata"]["annotations"]
+    assert notes[keys.APPLIED_PRESETS_ANNOTATION] == "connections,single-gpu"
+    container = pod["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {keys.GPU_RESOURCE: "1"}
+    assert container["env"] == [{"name": "DATA_URL", "value": "s3://vision"}]
+    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert pod["metadata"]["labels"][keys.QUEUE_LABEL] == "vision-train"
+
+
+def test_a_namespace_default_preset_counts_as_allowed() -> None:
+    namespace = make_namespace(default_presets=["connections"], allowed_presets=["single-gpu"])
+    pod = admitted(make_pod().presets("single-gpu").obj(), namespace)
+    assert pod["metadata"]["annotations"][keys.APPLIED_PRESETS_ANNOTATION] == "connections,single-gpu"
+
+
+@pytest.mark.parametrize(
+    ("pod", "limit"),
+    [
+        pytest.param(
+            make_pod().queue("vision-train").workflow("w1").presets("sweep"),
+            "4",
+            id="a preset's workflow limit applies to a pod in a workflow",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").workflow("w1", 2).presets("sweep"),
+            "2",
+            id="the pod's own workflow limit wins",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").label("workflows.argoproj.io/workflow", "w1").presets("sweep"),
+            "4",
+            id="a workflow known from Argo's label counts",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").presets("sweep"), None, id="no workflow, no workflow limit"
+        ),
+    ],
+)
+def test_a_presets_workflow_limit(pod: PodBuilder, limit: str | None) -> None:
+    catalog = vision_catalog(policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow"]))
+    notes = admitted(pod.obj(), NS, catalog)["metadata"]["annotations"]
+    assert notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION) == limit
+
+
+@pytest.mark.parametrize(
+    ("pod", "workflow"),
+    [
+        pytest.param(
+            make_pod().queue("vision-train").label("workflows.argoproj.io/workflow", "w1"),
+            "w1",
+            id="an Argo workflow's pod joins its workflow",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").label("katib.kubeflow.org/experiment", "e7"),
+            "e7",
+            id="a Katib experiment's trial joins its workflow",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").workflow("mine").label("workflows.argoproj.io/workflow", "w1"),
+            "mine",
+            id="the pod's own workflow label wins",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").label("other.io/workflow", "w1"),
+            None,
+            id="labels the Policy does not map mean nothing",
+        ),
+    ],
+)
+def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow: str | None) -> None:
+    catalog = vision_catalog(
+        policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow", "katib.kubeflow.org/experiment"])
+    )
+    assert admitted(pod.obj(), NS, catalog)["metadata"]["labels"].get(keys.WORKFLOW_LABEL) == workflow
+
+
+@pytest.mark.parametrize(
+    ("pod", "catalog", "warning"),
+    [
+        pytest.param(
+            make_pod().queue("vision-train").annotation(keys.GROUP_SIZE_ANNOTATION, "2"),
+            CATALOG,
+            "annotation sluicegate.dev/group-size has no effect without label sluicegate.dev/group",
+            id="a group size without a group",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "2"),
+            CATALOG,
+            "annotation sluicegate.dev/workflow-max-running has no effect without label "
+            "sluicegate.dev/workflow",
+            id="a workflow limit without a workflow",
+        ),
+        pytest.param(
+            make_pod()
+            .queue("vision-train")
+            .presets("single-gpu")
+            .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer"),
+            CATALOG,
+            'annotation kubectl.kubernetes.io/default-container names no container "trainer"; '
+            'presets were applied to the first container, "main"',
+            id="a default container that does not exist",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train"),
+            vision_catalog(policy=make_policy(maxRunning=-1)),
+            "the Policy is invalid and its defaults apply: "
+            "Policy cluster: spec.maxRunning: must not be negative, got -1",
+            id="a broken Policy",
+        ),
+    ],
+)
+def test_warnings_point_out_what_has_no_effect(pod: PodBuilder, catalog: Catalog, warning: str) -> None:
+    _, decision = admit(pod.obj(), NS, catalog)
+    assert decision.warnings == (warning,)
+

@@ -1,0 +1,136 @@
+"""UPDATE: once admitted, a pod's gate and Sluicegate's keys belong to Sluicegate's controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policy import keys
+from policy.admitting import review
+from policy.reviews import JOB, Admit, Decision, Deny, Kind, Request
+from tests.admission_builders import (
+    SLUICEGATE,
+    PodBuilder,
+    make_job,
+    make_namespace,
+    make_pod,
+    update,
+    vision_catalog,
+)
+
+ADMITTED = (
+    make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision").submitter("alice").gpus(1).gated()
+)
+
+
+def run(request: Request) -> Decision:
+    return review(request, make_namespace(), vision_catalog(), controller=SLUICEGATE)
+
+
+def changed(builder: PodBuilder, change: Any) -> dict[str, Any]:
+    pod = builder.obj()
+    change(pod)
+    return pod
+
+
+def ungate(pod: dict[str, Any]) -> None:
+    pod["spec"]["schedulingGates"] = []
+
+
+def relabel(pod: dict[str, Any]) -> None:
+    pod["metadata"]["labels"][keys.QUEUE_LABEL] = "prod-train"
+
+
+def unlabel(pod: dict[str, Any]) -> None:
+    del pod["metadata"]["labels"][keys.TEAM_LABEL]
+
+
+def claim_group(pod: dict[str, Any]) -> None:
+    pod["metadata"]["labels"][keys.GROUP_LABEL] = "ring"
+
+
+def restamp(pod: dict[str, Any]) -> None:
+    pod["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION] = '{"user":"pat","groups":[]}'
+
+
+def touch_own_label(pod: dict[str, Any]) -> None:
+    pod["metadata"]["labels"]["app"] = "train"
+
+
+def dispatch(pod: dict[str, Any]) -> None:
+    ungate(pod)
+    pod["metadata"]["annotations"][keys.DISPATCHED_AT_ANNOTATION] = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("change", "user", "message"),
+    [
+        pytest.param(
+            ungate,
+            "alice",
+            "only Sluicegate's controller may remove the scheduling gate "
+            "sluicegate.dev/dispatch; the pod starts when its queue dispatches it",
+            id="a user may not remove the gate",
+        ),
+        pytest.param(
+            ungate,
+            "system:admin",
+            "only Sluicegate's controller may remove the scheduling gate "
+            "sluicegate.dev/dispatch; the pod starts when its queue dispatches it",
+            id="nor may any other account",
+        ),
+        pytest.param(
+            relabel,
+            "alice",
+            "label sluicegate.dev/queue cannot be changed on a pod once it exists: "
+            "only Sluicegate's controller may change sluicegate.dev/ labels and annotations",
+            id="moving a pod to another queue",
+        ),
+        pytest.param(
+            unlabel,
+            "alice",
+            "label sluicegate.dev/team cannot be removed from a pod once it exists: "
+            "only Sluicegate's controller may change sluicegate.dev/ labels and annotations",
+            id="dropping the team label",
+        ),
+        pytest.param(
+            claim_group,
+            "alice",
+            "label sluicegate.dev/group cannot be added to a pod once it exists: "
+            "only Sluicegate's controller may change sluicegate.dev/ labels and annotations",
+            id="joining a pod group late",
+        ),
+        pytest.param(
+            restamp,
+            "alice",
+            "annotation sluicegate.dev/submitter cannot be changed on a pod once it "
+            "exists: only Sluicegate's controller may change sluicegate.dev/ labels and annotations",
+            id="claiming another submitter",
+        ),
+        pytest.param(touch_own_label, "alice", None, id="a user's own labels stay theirs"),
+        pytest.param(dispatch, SLUICEGATE, None, id="the controller dispatches"),
+        pytest.param(relabel, SLUICEGATE, None, id="the controller may change Sluicegate's keys"),
+    ],
+)
+def test_only_the_controller_touches_the_gate_and_sluicegates_keys(
+    change: Any, user: str, message: str | None
+) -> None:
+    decision = run(update(ADMITTED.obj(), changed(ADMITTED, change), user))
+    assert decision == (Admit() if message is None else Deny(message))
+
+
+def test_a_suspended_jobs_template_keeps_its_stamp() -> None:
+    old = make_job(make_pod().queue("vision-train").submitter("alice").template())
+    new = make_job(make_pod().queue("vision-train").submitter("pat").template())
+    assert run(update(old, new, "alice", kind=JOB)) == Deny(
+        "annotation sluicegate.dev/submitter cannot be changed on the pod template of a Job once it exists: "
+        "only Sluicegate's controller may change sluicegate.dev/ labels and annotations"
+    )
+
+
+def test_other_kinds_are_not_guarded() -> None:
+    deployment = Kind("apps", "v1", "Deployment")
+    old = {"metadata": {"labels": {keys.QUEUE_LABEL: "a"}}}
+    new = {"metadata": {"labels": {keys.QUEUE_LABEL: "b"}}}
+    assert run(update(old, new, "alice", kind=deployment)) == Admit()
