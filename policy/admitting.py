@@ -93,8 +93,13 @@ def positive_int(raw: str) -> int | None:
 
 def is_managed(shape: Obj, policy: Policy) -> bool:
     """A pod (or pod template) is managed when it names a queue or presets or asks for a
-    managed resource. Raises ``InvalidObject`` when its resource quantities cannot be read."""
+    managed resource. Raises ``InvalidObject`` when its resource quantities cannot be read.
+
+    A mirror pod never is: it is the API's record of a static pod the kubelet already runs.
+    """
     meta = _mapping(shape.get("metadata"))
+    if keys.MIRROR_POD_ANNOTATION in _strings(meta.get("annotations")):
+        return False
     if _strings(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
         return True
     if _csv(_strings(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):

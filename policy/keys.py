@@ -65,3 +65,4 @@ DISPATCHED_REASON: Final = "Dispatched"
 
 # Kubernetes' own keys that Sluicegate reads.
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
+MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"

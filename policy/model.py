@@ -475,7 +475,10 @@ class Submitter:
             groups = data.get("groups") or []
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        if not isinstance(user, str) or not all(isinstance(g, str) for g in groups):
+        # A string or an object is iterable too; only a list of strings is a list of groups.
+        if not isinstance(user, str) or not user or not isinstance(groups, list):
+            return None
+        if not all(isinstance(g, str) for g in groups):
             return None
         return cls(user, frozenset(groups))
 

@@ -112,6 +112,13 @@ GATE = [{"name": keys.GATE}]
             False,
             id="default presets alone do not make a pod managed",
         ),
+        pytest.param(
+            make_pod().gpus(1).queue("vision-train").annotation(keys.MIRROR_POD_ANNOTATION, "abc"),
+            NS,
+            CATALOG,
+            False,
+            id="a mirror pod records a static pod the kubelet already runs and is left alone",
+        ),
     ],
 )
 def test_which_pods_are_managed(

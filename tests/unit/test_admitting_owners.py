@@ -103,6 +103,16 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             id="a stamp that is not a submitter is refused",
         ),
         pytest.param(
+            make_pod()
+            .queue("vision-train")
+            .owned_by(JOB)
+            .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":"vision-devs"}'),
+            JOB_CONTROLLER,
+            CATALOG,
+            FORGED_SUBMITTER,
+            id="a stamp whose groups are not a list is refused, not read letter by letter",
+        ),
+        pytest.param(
             make_pod().queue("prod-train").owned_by(JOB).submitter("alice"),
             JOB_CONTROLLER,
             CATALOG,
