@@ -1,0 +1,121 @@
+"""Dispatch over random sequences of events: submit, finish, change a limit, pause, and dispatch.
+
+After every decision the checks of the snapshot properties hold, the release is applied as
+the controller would (the workloads start running), and asking again at once releases nothing.
+Lowering a limit below what runs never stops running work, and nothing more joins that scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from policy.dispatching import Turns, dispatch
+from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
+from tests.property.oracle import limit_breaches, usage_after
+from tests.property.snapshots import GPU, NOW, QUEUES, TEAMS, WORKFLOW_MAX, WORKFLOWS, applied, make_workload
+from tests.property.test_dispatch_properties import reasons_are_true
+
+small_limits = st.one_of(st.none(), st.integers(0, 4))
+gpu_quotas = st.one_of(
+    st.just(MappingProxyType({})), st.builds(lambda g: MappingProxyType({GPU: g * 1000}), st.integers(0, 10))
+)
+
+
+class Cluster(RuleBasedStateMachine):
+    """The controller's view of the world, moved by events; ``decide`` is one controller cycle."""
+
+    snap: Snapshot
+    turns: Turns
+    counter: int
+
+    @initialize(priorities=st.lists(st.integers(0, 2), min_size=4, max_size=4), strict=st.booleans())
+    def start(self, priorities: list[int], strict: bool) -> None:
+        queues = {
+            name: Queue(
+                name,
+                priority=p,
+                ordering=Ordering.STRICT_FIFO if strict and i == 0 else Ordering.BEST_EFFORT_FIFO,
+            )
+            for i, (name, p) in enumerate(zip(QUEUES, priorities, strict=True))
+        }
+        self.snap = Snapshot(queues, {}, Policy(starvation_seconds=600), [], NOW)
+        self.turns = Turns()
+        self.counter = 0
+
+    @rule(
+        queue=st.sampled_from(QUEUES),
+        team=st.sampled_from(TEAMS),
+        gpus=st.integers(0, 4),
+        priority=st.sampled_from([0, 100]),
+        workflow=st.sampled_from(["", *WORKFLOWS]),
+        group=st.sampled_from([0, 0, 2]),
+    )
+    def submit(self, queue: str, team: str, gpus: int, priority: int, workflow: str, group: int) -> None:
+        self.counter += 1
+        w = make_workload(
+            self.counter, queue, team, State.PENDING, gpus, 0, priority, 0,
+            workflow, WORKFLOW_MAX.get(workflow), group, group,
+        )  # fmt: skip
+        self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
+
+    @rule(pick=st.integers(0, 1000))
+    def finish(self, pick: int) -> None:
+        running = [w for w in self.snap.workloads if w.state is State.RUNNING]
+        if running:
+            done = running[pick % len(running)]
+            self.snap = replace(
+                self.snap,
+                workloads=[replace(w, state=State.FINISHED) if w is done else w for w in self.snap.workloads],
+            )
+
+    @rule(queue=st.sampled_from(QUEUES), max_running=small_limits, quota=gpu_quotas)
+    def change_queue(self, queue: str, max_running: int | None, quota: MappingProxyType[str, int]) -> None:
+        q = replace(self.snap.queues[queue], max_running=max_running, quota=quota)
+        self.snap = replace(self.snap, queues={**self.snap.queues, queue: q})
+
+    @rule(queue=st.sampled_from(QUEUES), paused=st.booleans())
+    def pause(self, queue: str, paused: bool) -> None:
+        q = replace(self.snap.queues[queue], paused=paused)
+        self.snap = replace(self.snap, queues={**self.snap.queues, queue: q})
+
+    @rule(team=st.sampled_from(TEAMS[:2]), max_running=small_limits, quota=gpu_quotas)
+    def change_team(self, team: str, max_running: int | None, quota: MappingProxyType[str, int]) -> None:
+        self.snap = replace(self.snap, teams={**self.snap.teams, team: Team(team, max_running, quota)})
+
+    @rule(max_running=st.one_of(st.none(), st.integers(0, 6)), quota=gpu_quotas)
+    def change_policy(self, max_running: int | None, quota: MappingProxyType[str, int]) -> None:
+        self.snap = replace(self.snap, policy=replace(self.snap.policy, max_running=max_running, quota=quota))
+
+    @rule(seconds=st.sampled_from([1, 100, 700]))
+    def time_passes(self, seconds: int) -> None:
+        self.snap = replace(self.snap, now=self.snap.now + seconds)
+
+    @rule()
+    def decide(self) -> None:
+        running_before = {w.key for w in self.snap.workloads if w.state is State.RUNNING}
+        decision = dispatch(self.snap, self.turns)
+        assert limit_breaches(self.snap, decision.release) == []
+        reasons_are_true(self.snap, decision)
+        assert not running_before & {w.key for w in decision.release}
+        assert not running_before & set(decision.waiting)
+        self.snap, self.turns = applied(self.snap, decision.release), decision.turns
+        assert dispatch(self.snap, self.turns).release == ()
+
+    @invariant()
+    def running_work_keeps_running(self) -> None:
+        """Nothing but a finish event ends running work: usage never drops on a limit change."""
+        if hasattr(self, "snap"):
+            after = usage_after(self.snap)
+            running: list[Workload] = [w for w in self.snap.workloads if w.state is State.RUNNING]
+            assert after.count[("cluster", "")] == len(running)
+
+
+Cluster.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_dispatch_over_random_events = Cluster.TestCase
