@@ -29,7 +29,7 @@ when tried never fits later in the same decision: each queue is walked once, fro
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -37,7 +37,7 @@ from operator import attrgetter
 from policy.holds import Holds
 from policy.limits import blocking, queue_blocking, queue_full, workflow_full
 from policy.model import Snapshot, State, Workload
-from policy.ordering import Line, Turns
+from policy.ordering import Line, Turns, rotated
 from policy.usage import Ledger, Tally
 from policy.waiting import Wait, Waiting
 
@@ -119,6 +119,9 @@ class _Cycle:
 
     def head(self, line: Line) -> Workload | None:
         """Move ``line``'s cursor to its head: the first whole workload its queue has room for."""
+        if queue_full(line.queue, self.ledger) is not None:
+            line.done = True
+            return None
         order = line.order
         i = line.cursor
         while i < len(order):
@@ -138,44 +141,42 @@ class _Cycle:
         line.done = True
         return None
 
-    def serve_starving(self, lines: list[Line]) -> None:
-        """Try the starving heads of one priority, oldest first, before the round-robin."""
+    def serve_starving(self, ring: list[Line]) -> str | None:
+        """First claim for starving heads, in turn order, before the round-robin at their priority.
+
+        A starving head that fits is released as its queue's turn. One that does not fit holds
+        what it is short of from its peers (and lower priorities), and its queue waits behind
+        it. Returns the queue released from last, if any.
+        """
         snapshot = self.snapshot
         deadline = snapshot.now - snapshot.policy.starvation_seconds
-        progress = True
-        while progress and not self.stopped:
-            progress = False
-            starving: list[tuple[float, str, Line, Workload]] = []
-            for line in lines:
-                if line.done:
-                    continue
-                w = self.head(line)
-                if w is not None and w.created < deadline and not workflow_full(w, self.ledger):
-                    starving.append((w.created, w.key, line, w))
-            starving.sort(key=lambda t: (t[0], t[1]))
-            for _, _, line, w in starving:
-                if self.stopped:
-                    return
-                if self.fits(w, line):
-                    line.cursor += 1
-                    self.release(w, line)
-                    progress = True
-                    continue
-                self.holds.hold_for(w, line.name, line.level, True, snapshot, self.ledger)
-                line.stop = w
-                line.starving_stop = True
-                line.done = True
-
-    def take_turns(self, level: int, lines: list[Line], turns: Turns) -> str | None:
-        """Round-robin over ``lines`` (one priority); returns the queue that released last."""
-        by_name = {line.name: line for line in lines if not line.done}
-        ring = deque(by_name[name] for name in turns.rotation(level, sorted(by_name)))
         last = None
-        while ring and not self.stopped:
-            line = ring.popleft()
+        for line in ring:
+            if self.stopped:
+                break
+            w = self.head(line)
+            if w is None or w.created >= deadline or workflow_full(w, self.ledger):
+                continue
+            if self.fits(w, line):
+                line.cursor += 1
+                self.release(w, line)
+                last = line.name
+                continue
+            self.holds.hold_for(w, line.name, line.level, True, snapshot, self.ledger)
+            line.stop = w
+            line.starving_stop = True
+            line.done = True
+        return last
+
+    def take_turns(self, ring: list[Line]) -> str | None:
+        """Round-robin over ``ring`` (one priority, in turn order); returns the queue released last."""
+        queue = deque(line for line in ring if not line.done)
+        last = None
+        while queue and not self.stopped:
+            line = queue.popleft()
             if self.take_one(line):
                 last = line.name
-                ring.append(line)
+                queue.append(line)
         return last
 
     def hold_for_heads(self, lines: list[Line]) -> None:
@@ -197,21 +198,18 @@ class _Cycle:
 
 def _lines(snapshot: Snapshot, ledger: Ledger) -> dict[str, Line]:
     """Tally running work and gather pending work by queue, in one pass."""
-    lines: dict[str, Line] = {}
-    queues = snapshot.queues
-    run = ledger.run
-    pending = State.PENDING
-    running = State.RUNNING
+    by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
+    running: list[Workload] = []
+    is_pending, is_running = State.PENDING, State.RUNNING
     for w in snapshot.workloads:
         state = w.state
-        if state is pending:
-            line = lines.get(w.queue)
-            if line is None:
-                line = lines[w.queue] = Line(w.queue, queues.get(w.queue))
-            line.order.append(w)
-        elif state is running:
-            run(w)
-    return dict(sorted(lines.items()))
+        if state is is_pending:
+            by_queue[w.queue].append(w)
+        elif state is is_running:
+            running.append(w)
+    ledger.run_all(running)
+    queues = snapshot.queues
+    return {name: Line(name, queues.get(name), by_queue[name]) for name in sorted(by_queue)}
 
 
 def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
@@ -236,8 +234,11 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
                 active.append(line)
             else:
                 line.done = True
-        cycle.serve_starving(active)
-        last = cycle.take_turns(level, active, turns)
+        by_name = {line.name: line for line in active}
+        names = sorted(by_name)
+        first = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)])
+        after = first if first is not None else turns.last.get(level)
+        last = cycle.take_turns([by_name[n] for n in rotated(names, after)]) or first
         if last is not None:
             moved[level] = last
         cycle.hold_for_heads(active)
@@ -253,8 +254,12 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
 def _count_backlog(lines: Mapping[str, Line], ledger: Ledger) -> None:
     """What stays pending per queue, and its oldest creation time, after the releases."""
     for name, line in lines.items():
-        released = line.released
-        left = [w for w in line.order if w.key not in released] if released else line.order
-        if left:
-            ledger.pending[name] = len(left)
-            ledger.oldest[name] = min(map(_CREATED, left))
+        order = line.order
+        left = len(order) - len(line.released)
+        if not left:
+            continue
+        ledger.pending[name] = left
+        oldest = min(map(_CREATED, order))
+        if line.released and any(w.created == oldest and w.key in line.released for w in order):
+            oldest = min(w.created for w in order if w.key not in line.released)
+        ledger.oldest[name] = oldest

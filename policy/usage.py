@@ -113,6 +113,40 @@ class Ledger:
         self.cluster_running += 1
         _plus(self.cluster_used, w.requests)
 
+    def run_all(self, workloads: Iterable[Workload]) -> None:
+        """``run`` for many workloads: counts per queue first, then rolled up to team and cluster."""
+        queue_running = self.queue_running
+        team_running = self.team_running
+        workflow_running = self.workflow_running
+        per_queue: dict[str, dict[str, int]] = {}  # this call's share, rolled up below
+        per_team: dict[str, dict[str, int]] = self.team_used
+        cluster = self.cluster_used
+        count = 0
+        for w in workloads:
+            count += 1
+            queue, team, requests = w.queue, w.team, w.requests
+            queue_running[queue] = queue_running.get(queue, 0) + 1
+            used = per_queue.get(queue)
+            if used is None:
+                used = per_queue[queue] = {}
+            for name, amount in requests.items():
+                used[name] = used.get(name, 0) + amount
+            if team:
+                team_running[team] = team_running.get(team, 0) + 1
+                used = per_team.get(team)
+                if used is None:
+                    used = per_team[team] = {}
+                for name, amount in requests.items():
+                    used[name] = used.get(name, 0) + amount
+            if w.workflow:
+                workflow_running[w.workflow] = workflow_running.get(w.workflow, 0) + 1
+        for queue, added in per_queue.items():
+            used = self.queue_used.setdefault(queue, {})
+            for name, amount in added.items():
+                used[name] = used.get(name, 0) + amount
+                cluster[name] = cluster.get(name, 0) + amount
+        self.cluster_running += count
+
     def wait(self, w: Workload) -> None:
         """Count ``w`` in its queue's backlog."""
         queue = w.queue

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 
-from policy.holds import Holds
+from policy.holds import Hold, Holds
 from policy.keys import Reason
 from policy.limits import describe, queue_blocking, queue_full, shared_blocking, workflow_full
 from policy.model import Snapshot, Workload
@@ -85,46 +85,82 @@ class Waiting(Mapping[str, Wait]):
     def reason(self, key: str) -> Reason:
         """The reason alone, without working out the message's position in the queue."""
         line, w = self._where()[key]
-        return self.explain(w, line)[0]
+        return self._cause(w, line)[0]
+
+    def reasons(self) -> Iterator[tuple[str, Reason]]:
+        """``(key, reason)`` for every waiting workload, in no particular order.
+
+        What a controller compares with each pod's condition to find the few it must rewrite;
+        it needs neither messages nor positions, so no queue is sorted for it.
+        """
+        cause = self._cause
+        for line in self._lines.values():
+            released = line.released
+            uniform = self._uniform_for(line)
+            for w in line.order:
+                key = w.key
+                if key in released:
+                    continue
+                if uniform is not None and w.workflow_max_running is None and len(w.pods) >= w.group_size:
+                    yield key, uniform[0]
+                else:
+                    yield key, cause(w, line)[0]
 
     def explain(self, w: Workload, line: Line) -> tuple[Reason, str]:
         """The reason and message for ``w``, a pending workload of ``line`` that stays."""
-        ledger = self._ledger
-        if not w.complete:
-            return Reason.GROUP_INCOMPLETE, f"group {w.pods[0].group}: {len(w.pods)}/{w.group_size} pods"
+        reason, hold = self._cause(w, line)
         snapshot = self._snapshot
-        if w.workflow_max_running is not None and workflow_full(w, ledger):
-            return Reason.WORKFLOW_LIMIT, describe(Reason.WORKFLOW_LIMIT, w, line.name, snapshot, ledger)
-        uniform = self._uniform_for(line, w)
-        if uniform is not None:
-            return uniform
-        reason = queue_blocking(w, line.queue, ledger) or shared_blocking(w, snapshot, ledger)
-        if reason is not None:
-            return reason, describe(reason, w, line.name, snapshot, ledger)
-        hold = self._holds.holding(w, line.level) if self._holds else None
+        if reason is Reason.GROUP_INCOMPLETE:
+            return reason, f"group {w.pods[0].group}: {len(w.pods)}/{w.group_size} pods"
         if hold is not None:
-            message = hold.message(snapshot.now, snapshot.policy.starvation_seconds)
-            return Reason.HELD_FOR_PRIORITY, message
+            return reason, hold.message(snapshot.now, snapshot.policy.starvation_seconds)
+        if reason is not Reason.WAITING_TURN:
+            uniform = self._uniform_for(line)
+            if uniform is not None and uniform[0] is reason:
+                return uniform
+            return reason, describe(reason, w, line.name, snapshot, self._ledger)
         head = line.stop
         if head is not None and head is not w:
             if line.starving_stop:
-                return Reason.WAITING_TURN, (
+                return reason, (
                     f"behind {head.key} in queue {line.name}, which has waited over starvationSeconds"
                 )
-            return Reason.WAITING_TURN, f"behind {head.key} at the head of StrictFIFO queue {line.name}"
-        return Reason.WAITING_TURN, f"waiting for its turn in queue {line.name}"  # pragma: no cover
+            return reason, f"behind {head.key} at the head of StrictFIFO queue {line.name}"
+        return reason, f"waiting for its turn in queue {line.name}"  # pragma: no cover
+
+    def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
+        """The reason alone (and the hold, when one is the reason): no message is formatted."""
+        ledger = self._ledger
+        if len(w.pods) < w.group_size:
+            return Reason.GROUP_INCOMPLETE, None
+        if w.workflow_max_running is not None and workflow_full(w, ledger):
+            return Reason.WORKFLOW_LIMIT, None
+        uniform = self._uniform_for(line)
+        if uniform is not None:
+            return uniform[0], None
+        reason = queue_blocking(w, line.queue, ledger) or shared_blocking(w, self._snapshot, ledger)
+        if reason is not None:
+            return reason, None
+        hold = self._holds.holding(w, line.level) if self._holds else None
+        if hold is not None:
+            return Reason.HELD_FOR_PRIORITY, hold
+        return Reason.WAITING_TURN, None
 
     # --- internals -------------------------------------------------------------------------
 
-    def _uniform_for(self, line: Line, w: Workload) -> tuple[Reason, str] | None:
-        """The queue layer's answer when it is the same for every workload of the queue."""
+    def _uniform_for(self, line: Line) -> tuple[Reason, str] | None:
+        """The queue layer's answer when it is the same for every workload of the queue.
+
+        Only count limits and a paused or missing queue qualify, and their messages name no
+        workload, so any of the queue's workloads stands in for all in ``describe``.
+        """
         name = line.name
         if name in self._uniform:
             return self._uniform[name]
         reason = queue_full(line.queue, self._ledger)
         answer = None
-        if reason is not None:
-            answer = reason, describe(reason, w, name, self._snapshot, self._ledger)
+        if reason is not None and line.order:
+            answer = reason, describe(reason, line.order[0], name, self._snapshot, self._ledger)
         self._uniform[name] = answer
         return answer
 
@@ -146,13 +182,18 @@ class Waiting(Mapping[str, Wait]):
         explain = self.explain
         for line in self._lines.values():
             released = line.released
+            uniform = self._uniform_for(line)
             position = 0
             for w in line.ensure_sorted():
-                if w.key in released:
+                key = w.key
+                if key in released:
                     continue
                 position += 1
-                reason, message = explain(w, line)
-                yield w.key, Wait(reason, message, position)
+                if uniform is not None and w.workflow_max_running is None and len(w.pods) >= w.group_size:
+                    yield key, Wait(uniform[0], uniform[1], position)
+                else:
+                    reason, message = explain(w, line)
+                    yield key, Wait(reason, message, position)
 
 
 class _Items(ItemsView[str, Wait]):

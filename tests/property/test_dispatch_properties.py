@@ -52,6 +52,8 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     for w in decision.release:
         del waiting[w.key]
     assert set(decision.waiting) == set(waiting)
+    assert dict(decision.waiting.reasons()) == {k: w.reason for k, w in decision.waiting.items()}
+    assert all(decision.waiting[k] == w for k, w in decision.waiting.items())
     for key, wait in decision.waiting.items():
         w = waiting[key]
         failing = failing_layers(w, snap, after)

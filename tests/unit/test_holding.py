@@ -200,12 +200,12 @@ HOLDS = [
         waiting={"trial": (R.WORKFLOW_LIMIT, "workflow ml/sweep: 1/1 running")},
     ),
     Case(
-        "the oldest of two starving heads goes first",
+        "starving heads claim in turn order, not by age, so that deep old queues still alternate",
         [gated("younger", queue="a", at=10).gpus(4), gated("older", queue="b", at=5).gpus(4)],
         queues=[MakeQueue("a"), MakeQueue("b")],
         policy=MakePolicy().starvation_seconds(30).quota(gpus=4),
-        released=["older"],
-        waiting={"younger": (R.GLOBAL_QUOTA, "cluster: 4/4 nvidia.com/gpu in use, needs 4")},
+        released=["younger"],
+        waiting={"older": (R.GLOBAL_QUOTA, "cluster: 4/4 nvidia.com/gpu in use, needs 4")},
     ),
 ]
 
