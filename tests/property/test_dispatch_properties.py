@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from policy.dispatching import Decision, Turns, dispatch
 from policy.keys import Reason
-from policy.model import Ordering, Snapshot, State, Workload
+from policy.model import Ordering, Policy, Queue, Snapshot, State, Workload
 from policy.ordering import in_queue_order
 from policy.usage import tally
 from tests.property.oracle import Usage, failing_layers, limit_breaches, shortfalls, usage_after
@@ -201,20 +201,20 @@ def test_the_usage_reported_is_the_tally_after_the_release(snap: Snapshot, turns
     st.integers(1, 3),
     st.lists(st.integers(0, 2**16), min_size=8, max_size=16),
     st.sampled_from(QUEUES),
+    st.sampled_from([5, 10**6]),
 )
 def test_saturated_equal_queues_get_releases_within_one_of_each_other_over_any_window(
-    queue_count: int, slots: int, finishing: list[int], last: str
+    queue_count: int, slots: int, finishing: list[int], last: str, starvation: int
 ) -> None:
-    from policy.model import Policy, Queue
-
+    """Also when every head is starving: starving heads claim in turn order."""
     names = QUEUES[:queue_count]
     workloads = [
         make_workload(i * 100 + j, q, "", State.PENDING, 1, 0, 0, 1000 - j, "", None, 0, 1)
         for i, q in enumerate(names)
         for j in range(60)
     ]
-    snap = Snapshot({q: Queue(q) for q in names}, {}, Policy(max_running=slots, starvation_seconds=10**6),
-                    workloads, NOW)  # fmt: skip
+    policy = Policy(max_running=slots, starvation_seconds=starvation)
+    snap = Snapshot({q: Queue(q) for q in names}, {}, policy, workloads, NOW)
     turns, sequence = Turns({0: last}), []
     for seed in finishing:
         decision = dispatch(snap, turns)
