@@ -36,7 +36,7 @@ from operator import attrgetter
 
 from policy.holds import Holds
 from policy.limits import blocking, queue_blocking, queue_full, workflow_full
-from policy.model import Snapshot, State, Workload
+from policy.model import Pod, Snapshot, State, Workload
 from policy.ordering import Line, Turns, rotated
 from policy.usage import Ledger, Tally
 from policy.waiting import Wait, Waiting
@@ -44,6 +44,7 @@ from policy.waiting import Wait, Waiting
 __all__ = ["Decision", "Turns", "Wait", "Waiting", "dispatch"]
 
 _CREATED = attrgetter("created")
+_POD_KEY = attrgetter("namespace", "name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,9 @@ class Decision:
     waiting: Waiting  # a Mapping[str, Wait], worked out as it is read
     turns: Turns
     usage: Tally
+    stragglers: tuple[Pod, ...] = ()
+    """Gated pods of workloads already running: a group whose release was cut short (the
+    controller stopped half-way), or a pod that joined a running group. Ungate them too."""
 
 
 class _Cycle:
@@ -196,7 +200,7 @@ class _Cycle:
                 self.holds.hold_for(head, line.name, line.level, False, self.snapshot, ledger)
 
 
-def _lines(snapshot: Snapshot, ledger: Ledger) -> dict[str, Line]:
+def _lines(snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod]) -> dict[str, Line]:
     """Tally running work and gather pending work by queue, in one pass."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     running: list[Workload] = []
@@ -207,6 +211,8 @@ def _lines(snapshot: Snapshot, ledger: Ledger) -> dict[str, Line]:
             by_queue[w.queue].append(w)
         elif state is is_running:
             running.append(w)
+            if len(w.pods) > 1:
+                stragglers.extend(p for p in w.pods if p.gated)
     ledger.run_all(running)
     queues = snapshot.queues
     return {name: Line(name, queues.get(name), by_queue[name]) for name in sorted(by_queue)}
@@ -217,7 +223,8 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
     turns = turns if turns is not None else Turns()
     cycle = _Cycle(snapshot)
     ledger = cycle.ledger
-    lines = _lines(snapshot, ledger)
+    stragglers: list[Pod] = []
+    lines = _lines(snapshot, ledger, stragglers)
     levels: dict[int, list[Line]] = {}
     for line in lines.values():
         if line.queue is not None:
@@ -248,6 +255,7 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
         waiting=Waiting(lines, snapshot, ledger, cycle.holds),
         turns=turns.advanced(moved, (q.priority for q in snapshot.queues.values())),
         usage=ledger.tally(snapshot.queues),
+        stragglers=tuple(sorted(stragglers, key=_POD_KEY)),
     )
 
 

@@ -45,6 +45,11 @@ class _Builder:
         spec: Obj = self._obj.setdefault("spec", {})
         return spec
 
+    def set_spec(self, **fields: Any) -> Self:
+        """Any spec field as is, valid or not: for the refusals."""
+        self._spec.update(fields)
+        return self
+
     def label(self, key: str, value: str) -> Self:
         self._meta.setdefault("labels", {})[key] = value
         return self

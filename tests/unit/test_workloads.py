@@ -1,0 +1,137 @@
+"""Pods into workloads, what a pod asks of a node, and the usage tally that Queue status reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from policy.dispatching import dispatch
+from policy.model import InvalidObject, Pod, State
+from policy.usage import QueueUsage, Usage, tally
+from tests.builders import T0, MakePod, MakeQueue, MakeTeam, snapshot, workloads
+
+GPU = "nvidia.com/gpu"
+
+
+def test_a_pod_without_a_group_is_its_own_workload() -> None:
+    (w,) = workloads(MakePod("ml", "p").queue("a").team("vision").workflow("sweep", 3).gpus(2).gated())
+    assert (w.key, w.queue, w.team, w.workflow, w.workflow_max_running) == (
+        "ml/p",
+        "a",
+        "vision",
+        "ml/sweep",
+        3,
+    )
+    assert (w.state, dict(w.requests), w.group_size, w.complete) == (State.PENDING, {GPU: 2000}, 1, True)
+
+
+def test_pods_of_a_group_make_one_workload_with_summed_requests() -> None:
+    pods = [
+        MakePod("ml", f"w{i}").queue("a").group("g", 3).gpus(2).gated().created(i).priority(i)
+        for i in range(2)
+    ]
+    (w,) = workloads(*pods)
+    assert (w.key, len(w.pods), w.group_size, w.complete) == ("ml/group:g", 2, 3, False)
+    assert (dict(w.requests), w.priority, w.created) == ({GPU: 4000}, 1, T0)
+
+
+def test_a_group_label_without_a_size_is_complete_with_the_pods_it_has() -> None:
+    (w,) = workloads(MakePod("ml", "w0").queue("a").label("sluicegate.dev/group", "g").gated())
+    assert w.complete
+
+
+def live(pod: MakePod, life: str) -> MakePod:
+    if life == "gated":
+        return pod.gated()
+    if life == "running":
+        return pod.running("n1")
+    if life == "released":
+        return pod.ungated()
+    return pod.finished("Succeeded" if life == "succeeded" else "Failed")
+
+
+STATES = [
+    ("all gated: pending", ["gated", "gated"], State.PENDING),
+    ("one released: running, holding its slot", ["gated", "running"], State.RUNNING),
+    ("released but not yet placed: running", ["released"], State.RUNNING),
+    ("all ended: finished", ["succeeded", "failed"], State.FINISHED),
+    ("one ended and one still running: running", ["succeeded", "running"], State.RUNNING),
+]
+
+
+@pytest.mark.parametrize(("lives", "state"), [s[1:] for s in STATES], ids=[s[0] for s in STATES])
+def test_state(lives: list[str], state: State) -> None:
+    pods = [
+        live(MakePod("ml", f"w{i}").queue("a").group("g", len(lives)), life) for i, life in enumerate(lives)
+    ]
+    assert workloads(*pods)[0].state is state
+
+
+REQUESTS = [
+    ("containers add up",
+     MakePod("ml", "p").requests(cpu="1").container("b", resources={"requests": {"cpu": "2"}}),
+     {"cpu": 3000}),
+    ("a limit without a request is the request", MakePod("ml", "p").gpus(2), {GPU: 2000}),
+    ("an init container runs alone: the larger need counts",
+     MakePod("ml", "p").requests(cpu="1").init_container("init", resources={"requests": {"cpu": "4"}}),
+     {"cpu": 4000}),
+    ("a sidecar runs beside the containers",
+     MakePod("ml", "p").requests(cpu="1")
+     .init_container("proxy", restartPolicy="Always", resources={"requests": {"cpu": "1"}}),
+     {"cpu": 2000}),
+    ("an init container after a sidecar runs beside it",
+     MakePod("ml", "p").requests(cpu="1")
+     .init_container("proxy", restartPolicy="Always", resources={"requests": {"cpu": "1"}})
+     .init_container("init", resources={"requests": {"cpu": "3"}}),
+     {"cpu": 4000}),
+    ("overhead comes on top",
+     MakePod("ml", "p").requests(cpu="1").spec(overhead={"cpu": "250m"}), {"cpu": 1250}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("pod", "expected"), [r[1:] for r in REQUESTS], ids=[r[0] for r in REQUESTS])
+def test_pod_requests(pod: MakePod, expected: dict[str, int]) -> None:
+    assert dict(pod.model().requests) == expected
+
+
+def test_a_bad_request_names_the_pod_and_the_container() -> None:
+    with pytest.raises(InvalidObject, match=r"Pod ml/p: containers\[0\]\.resources\.requests\.cpu"):
+        Pod.parse(MakePod("ml", "p").requests(cpu="lots").obj())
+
+
+def test_tally_counts_running_work_everywhere_and_waiting_work_in_its_queue() -> None:
+    pods = [
+        MakePod("ml", "r0").queue("a").team("vision").workflow("sweep").gpus(2).running("n1"),
+        MakePod("ml", "r1").queue("b").team("vision").gpus(1).running("n1"),
+        MakePod("ml", "r2").queue("b").gpus(4).running("n2"),
+        MakePod("ml", "done").queue("a").team("vision").gpus(8).finished(),
+        MakePod("ml", "p0").queue("a").gated().created(30),
+        MakePod("ml", "p1").queue("a").gated().created(10),
+    ]
+    usage = tally(workloads(*pods), ["a", "b", "idle"])
+    assert usage.queue("a") == QueueUsage(1, {GPU: 2000}, pending=2, oldest_pending=T0 + 10)
+    assert usage.queue("b") == QueueUsage(2, {GPU: 5000})
+    assert usage.queue("idle") == QueueUsage() == usage.queue("never-heard-of")
+    assert list(usage.queues) == ["a", "b", "idle"]
+    assert usage.team("vision") == Usage(2, {GPU: 3000})
+    assert dict(usage.teams) == {"vision": Usage(2, {GPU: 3000})}  # no team: counted nowhere by team
+    assert usage.workflow("ml/sweep") == 1
+    assert usage.cluster == Usage(3, {GPU: 7000})
+
+
+def test_a_decision_reports_usage_with_its_releases_running() -> None:
+    pods = [MakePod("ml", f"p{i}").queue("a").team("vision").gpus(1).gated().created(i) for i in range(3)]
+    decision = dispatch(snapshot(pods, [MakeQueue("a").max_running(2)], [MakeTeam("vision")]))
+    assert decision.usage.queue("a") == QueueUsage(2, {GPU: 2000}, pending=1, oldest_pending=T0 + 2)
+    assert decision.usage.team("vision") == Usage(2, {GPU: 2000})
+
+
+def test_gated_pods_of_a_running_group_are_handed_back_to_finish_the_release() -> None:
+    pods = [
+        MakePod("ml", "w0").queue("a").group("g", 3).running("n1"),
+        MakePod("ml", "w1").queue("a").group("g", 3).gated(),
+        MakePod("ml", "w2").queue("a").group("g", 3).gated(),
+        MakePod("ml", "alone").queue("a").gated(),
+    ]
+    decision = dispatch(snapshot(pods, [MakeQueue("a")]))
+    assert [p.name for p in decision.stragglers] == ["w1", "w2"]
+    assert [w.key for w in decision.release] == ["ml/alone"]
