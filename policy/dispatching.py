@@ -1,8 +1,9 @@
 """Which gated workloads to release now, and why every other pending workload waits.
 
 ``dispatch(snapshot, turns)`` is the whole decision; the controller applies ``release`` (removes
-the gates, in that order), writes ``waiting`` as conditions, stores ``turns`` for the next call
-and reports ``usage``. The rules, as DESIGN.md states them:
+the gates, in that order) and ``stragglers``, writes ``waiting`` as conditions (``reasons()``
+finds the few whose reason changed without formatting every message), stores ``turns`` for the
+next call and reports ``usage``. The rules, as DESIGN.md states them:
 
 * Each candidate passes four layers in order: its workflow, its queue (exists, not paused,
   ``maxRunning``, ``quota``), its team, the cluster (``limits``). The first that fails is the
@@ -16,8 +17,10 @@ and reports ``usage``. The rules, as DESIGN.md states them:
   ``BestEffortFIFO`` queue lets later work that fits go ahead.
 * Priority is strict over shared capacity: a queue's head that is short of team or cluster quota
   holds that capacity from lower-priority queues, and from its equal-priority peers too once it
-  has waited longer than ``starvationSeconds`` (``holds``). A starving head is tried before the
-  round-robin at its priority, and while it waits its own queue waits behind it.
+  has waited longer than ``starvationSeconds`` (``holds``). Starving heads claim first: before
+  the round-robin at their priority, each queue whose head is starving takes its turn for that
+  head, in turn order (so deep, old queues still alternate). A starving head that does not fit
+  holds what it is short of, and its own queue waits behind it.
 * A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist;
   an incomplete group does not block a StrictFIFO queue.
 * Each release is counted at once, so one decision never releases more than the limits allow.
