@@ -168,6 +168,22 @@ LIMITS = [
     ),
 ]
 
+LOWERED = [
+    Case(
+        "a limit lowered below what runs keeps the running work and releases nothing more",
+        [running("r0"), running("r1"), running("r2"), gated("p0")],
+        queues=[MakeQueue("a").max_running(1)],
+        waiting={"p0": (R.QUEUE_LIMIT, "queue a: 3/1 running")},
+    ),
+    Case(
+        "a quota lowered below what runs says by how much it is over",
+        [running("r0").gpus(10), gated("p0").gpus(1), gated("p1", at=1).requests(cpu="1")],
+        queues=[MakeQueue("a").quota(gpus=8)],
+        released=["p1"],
+        waiting={"p0": (R.QUEUE_QUOTA, "queue a: 10/8 nvidia.com/gpu in use, needs 1")},
+    ),
+]
+
 PRECEDENCE = [
     Case(
         "workflow comes before queue: both full, the workflow is named",
@@ -249,6 +265,6 @@ GROUPS = [
 ]
 
 
-@pytest.mark.parametrize("case", LIMITS + PRECEDENCE + GROUPS, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", LIMITS + LOWERED + PRECEDENCE + GROUPS, ids=lambda c: c.id)
 def test_limits(case: Case) -> None:
     check(case)
