@@ -33,7 +33,8 @@ from types import MappingProxyType
 
 from policy import keys
 from policy.dispatching import dispatch
-from policy.model import Ordering, Pod, Policy, Queue, Snapshot, State, Team, Workload
+from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
+from policy.pods import Pod
 
 GPU = keys.GPU_RESOURCE
 QUEUES = 100

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policy.catalog import Catalog
-from policy.model import Namespace, Queue, Submitter, Team
+from policy.model import Namespace, Queue, Team
+from policy.pods import Submitter
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,11 @@ identical to what Sluicegate itself writes is not a bypass and every preset merg
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Final
 
-from policy import keys
+from policy import fields, keys
 from policy.access import (
     Who,
     check_queue,
@@ -30,15 +28,14 @@ from policy.access import (
     who,
 )
 from policy.catalog import Catalog
+from policy.fields import InvalidObject, Obj
 from policy.guarding import guard
 from policy.merging import apply_presets, main_container_index, thaw
-from policy.model import InvalidObject, Namespace, Obj, Policy, Submitter, pod_requests
+from policy.model import Namespace, Policy
 from policy.patching import diff
+from policy.pods import Submitter, pod_requests
 from policy.presets import Preset
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Kind, Operation, Request
-
-_POSITIVE: Final = re.compile(r"\s*[0-9]+\s*", re.ASCII)
-_NO_STRINGS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 def review(request: Request, namespace: Namespace, catalog: Catalog, *, controller: str) -> Decision:
@@ -63,48 +60,20 @@ def review(request: Request, namespace: Namespace, catalog: Catalog, *, controll
 # --- the facts every rule reads -------------------------------------------------------------
 
 
-def _mapping(raw: object) -> Obj:
-    return raw if isinstance(raw, Mapping) else MappingProxyType({})
-
-
-def _strings(raw: object) -> Mapping[str, str]:
-    if not isinstance(raw, Mapping):
-        return _NO_STRINGS
-    return {str(k): v for k, v in raw.items() if isinstance(v, str)}
-
-
-def _csv(raw: str | None) -> tuple[str, ...]:
-    names = (p.strip() for p in (raw or "").split(","))
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def _at(obj: Obj, path: tuple[str, ...]) -> Obj:
-    for name in path:
-        obj = _mapping(obj.get(name))
-    return obj
-
-
-def positive_int(raw: str) -> int | None:
-    """``raw`` as a positive integer, or None."""
-    if not _POSITIVE.fullmatch(raw) or int(raw) < 1:
-        return None
-    return int(raw)
-
-
 def is_managed(shape: Obj, policy: Policy) -> bool:
     """A pod (or pod template) is managed when it names a queue or presets or asks for a
     managed resource. Raises ``InvalidObject`` when its resource quantities cannot be read.
 
     A mirror pod never is: it is the API's record of a static pod the kubelet already runs.
     """
-    meta = _mapping(shape.get("metadata"))
-    if keys.MIRROR_POD_ANNOTATION in _strings(meta.get("annotations")):
+    meta = fields.obj(shape.get("metadata"))
+    if keys.MIRROR_POD_ANNOTATION in fields.string_map(meta.get("annotations")):
         return False
-    if _strings(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
+    if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
         return True
-    if _csv(_strings(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
+    if fields.csv(fields.string_map(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
         return True
-    requests = pod_requests(_mapping(shape.get("spec")))
+    requests = pod_requests(fields.obj(shape.get("spec")))
     return any(requests.get(name, 0) > 0 for name in policy.managed_resources)
 
 
@@ -154,10 +123,10 @@ def judge(
     request: Request, namespace: Namespace, catalog: Catalog, shape: Obj, owner_meta: Obj, where: str = ""
 ) -> Judgement | Deny:
     """Run every check on a managed pod or pod template; ``where`` prefixes field paths."""
-    meta = _mapping(shape.get("metadata"))
-    labels = _strings(meta.get("labels"))
-    notes = _strings(meta.get("annotations"))
-    if _mapping(shape.get("spec")).get("nodeName"):
+    meta = fields.obj(shape.get("metadata"))
+    labels = fields.string_map(meta.get("labels"))
+    notes = fields.string_map(meta.get("annotations"))
+    if fields.obj(shape.get("spec")).get("nodeName"):
         return Deny(
             f"{where}spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler "
             "once dispatched; remove spec.nodeName (a nodeSelector or a preset can choose nodes)"
@@ -201,7 +170,7 @@ def _check_user_keys(
     warnings: list[str] = []
     for key in (keys.WORKFLOW_MAX_RUNNING_ANNOTATION, keys.GROUP_SIZE_ANNOTATION):
         raw = notes.get(key)
-        if raw is not None and positive_int(raw) is None:
+        if raw is not None and fields.positive_int(raw) is None:
             return Deny(f'annotation {key} must be a positive integer, got "{raw}"')
     if labels.get(keys.GROUP_LABEL) and keys.GROUP_SIZE_ANNOTATION not in notes:
         return Deny(
@@ -259,7 +228,7 @@ def _resolve_presets(
 ) -> tuple[Preset, ...] | Deny:
     """The namespace's default presets, then the pod's, each once, in that order."""
     defaults = set(namespace.default_presets)
-    names = dict.fromkeys((*namespace.default_presets, *_csv(notes.get(keys.PRESETS_ANNOTATION))))
+    names = dict.fromkeys((*namespace.default_presets, *fields.csv(notes.get(keys.PRESETS_ANNOTATION))))
     out = []
     for name in names:
         subject = f'preset "{name}"'
@@ -320,7 +289,7 @@ def _create_pod(request: Request, namespace: Namespace, catalog: Catalog) -> Dec
     managed = _managed(pod, catalog.policy, "")
     if managed is not True:
         return Admit() if managed is False else managed
-    meta = _mapping(pod.get("metadata"))
+    meta = fields.obj(pod.get("metadata"))
     judgement = judge(request, namespace, catalog, pod, meta)
     if isinstance(judgement, Deny):
         return judgement
@@ -337,15 +306,15 @@ def _create_pod(request: Request, namespace: Namespace, catalog: Catalog) -> Dec
 
 
 def _container_warnings(pod: Obj, presets: tuple[Preset, ...]) -> tuple[str, ...]:
-    meta = _mapping(pod.get("metadata"))
-    wanted = _strings(meta.get("annotations")).get(keys.DEFAULT_CONTAINER_ANNOTATION)
+    meta = fields.obj(pod.get("metadata"))
+    wanted = fields.string_map(meta.get("annotations")).get(keys.DEFAULT_CONTAINER_ANNOTATION)
     if not wanted or not any(p.container or p.resources for p in presets):
         return ()
     index = main_container_index(pod)
-    containers = _mapping(pod.get("spec")).get("containers")
+    containers = fields.obj(pod.get("spec")).get("containers")
     if index is None or not isinstance(containers, list):
         return ()
-    name = _mapping(containers[index]).get("name")
+    name = fields.obj(containers[index]).get("name")
     if name == wanted:
         return ()
     return (
@@ -360,14 +329,14 @@ def _create_owner(
     if not namespace.opted_in:
         return Admit()
     obj = request.object
-    owner_meta = _mapping(obj.get("metadata"))
-    template = _at(obj, path)
+    owner_meta = fields.obj(obj.get("metadata"))
+    template = fields.at(obj, path)
     where = "".join(f"{p}." for p in path)
     managed = _managed(template, catalog.policy, where)
     if isinstance(managed, Deny):
         return managed
     warnings: tuple[str, ...] = ()
-    notes = _strings(_mapping(template.get("metadata")).get("annotations"))
+    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
     if managed:
         judgement = judge(request, namespace, catalog, template, owner_meta, where)
         if isinstance(judgement, Deny):

@@ -13,7 +13,8 @@ from types import MappingProxyType
 from typing import Any
 
 from policy import keys
-from policy.model import InvalidObject, Obj, Policy, Queue, Team
+from policy.fields import InvalidObject, Obj
+from policy.model import Policy, Queue, Team
 from policy.presets import Preset
 
 

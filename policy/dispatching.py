@@ -39,8 +39,9 @@ from operator import attrgetter
 
 from policy.holds import Holds
 from policy.limits import blocking, queue_blocking, queue_full, workflow_full
-from policy.model import Pod, Snapshot, State, Workload
+from policy.model import Snapshot, State, Workload
 from policy.ordering import Line, Turns, rotated
+from policy.pods import Pod
 from policy.usage import Ledger, Tally
 from policy.waiting import Wait, Waiting
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from policy import keys
-from policy.model import Obj
+from policy import fields, keys
+from policy.fields import Obj
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Request
 
 
@@ -31,12 +31,12 @@ def guard(request: Request) -> Decision:
     elif request.kind in OWNER_TEMPLATES:
         noun = f"the pod template of a {request.kind.kind}"
         path = OWNER_TEMPLATES[request.kind]
-        old, new = _at(old, path), _at(new, path)
+        old, new = fields.at(old, path), fields.at(new, path)
     else:
         return Admit()
-    old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
+    old_meta, new_meta = fields.obj(old.get("metadata")), fields.obj(new.get("metadata"))
     for what, field in (("label", "labels"), ("annotation", "annotations")):
-        before, after = _mapping(old_meta.get(field)), _mapping(new_meta.get(field))
+        before, after = fields.obj(old_meta.get(field)), fields.obj(new_meta.get(field))
         for key in sorted({*before, *after}):
             if not key.startswith(keys.PREFIX) or before.get(key) == after.get(key):
                 continue
@@ -55,17 +55,7 @@ def guard(request: Request) -> Decision:
 
 def gated(pod: Obj) -> bool:
     """The pod carries Sluicegate's scheduling gate."""
-    gates = _mapping(pod.get("spec")).get("schedulingGates")
+    gates = fields.obj(pod.get("spec")).get("schedulingGates")
     return isinstance(gates, list) and any(
         isinstance(g, Mapping) and g.get("name") == keys.GATE for g in gates
     )
-
-
-def _mapping(raw: object) -> Obj:
-    return raw if isinstance(raw, Mapping) else MappingProxyType({})
-
-
-def _at(obj: Obj, path: tuple[str, ...]) -> Obj:
-    for name in path:
-        obj = _mapping(obj.get(name))
-    return obj

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from policy import keys
-from policy.model import Obj
+from policy.fields import Obj
 from policy.presets import (
     CONTAINER_FIELDS,
     LIST_KEYS,

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from policy import keys
-from policy.model import InvalidObject, Obj, Pod, Queue, Selector
+from policy.fields import InvalidObject, Obj
+from policy.model import Queue, Selector
+from policy.pods import Pod
 from policy.quantities import EMPTY, QuantityError, Resources, parse_resources, total
 
 MAX_SCORE = 10

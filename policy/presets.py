@@ -25,8 +25,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
-from policy import keys
-from policy.model import InvalidObject, Obj
+from policy import fields, keys
+from policy.fields import InvalidObject, Obj
 from policy.quantities import QuantityError, parse_resources
 
 
@@ -117,12 +117,12 @@ class Preset:
 
     @classmethod
     def parse(cls, obj: Obj) -> Preset:
-        meta = _mapping(obj.get("metadata"), "Preset.metadata")
+        meta = fields.mapping(obj.get("metadata"), "Preset.metadata")
         name = meta.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidObject("Preset: metadata.name is missing")
         where = f"Preset {name}: spec"
-        spec = _mapping(obj.get("spec"), where)
+        spec = fields.mapping(obj.get("spec"), where)
         _known(spec, _SPEC_FIELDS, where)
         strategy = spec.get("patchStrategy") or Strategy.REPLACE.value
         if strategy not in Strategy.__members__.values():
@@ -133,15 +133,17 @@ class Preset:
         queue = spec.get("queue") or ""
         if not isinstance(queue, str):
             raise InvalidObject(f"{where}.queue: expected a queue name, got {queue!r}")
-        metadata = _mapping(spec.get("metadata"), f"{where}.metadata")
+        metadata = fields.mapping(spec.get("metadata"), f"{where}.metadata")
         _known(metadata, frozenset({"labels", "annotations"}), f"{where}.metadata")
-        container = _mapping(spec.get("container"), f"{where}.container")
+        container = fields.mapping(spec.get("container"), f"{where}.container")
         _known(container, frozenset({*CONTAINER_FIELDS, "resources"}), f"{where}.container")
         return cls(
             name=name,
             strategy=Strategy(strategy),
             queue=queue.strip(),
-            workflow_max_running=_positive(spec.get("workflowMaxRunning"), f"{where}.workflowMaxRunning"),
+            workflow_max_running=fields.positive(
+                spec.get("workflowMaxRunning"), f"{where}.workflowMaxRunning"
+            ),
             labels=_strings(metadata.get("labels"), f"{where}.metadata.labels"),
             annotations=_strings(metadata.get("annotations"), f"{where}.metadata.annotations"),
             pod=_fields(spec.get("pod"), POD_FIELDS, f"{where}.pod"),
@@ -157,14 +159,6 @@ class Preset:
 # --- checks ---------------------------------------------------------------------------------
 
 
-def _mapping(raw: object, where: str) -> Obj:
-    if raw is None:
-        return MappingProxyType({})
-    if not isinstance(raw, Mapping):
-        raise InvalidObject(f"{where}: expected an object, got {type(raw).__name__}")
-    return raw
-
-
 def _known(data: Obj, allowed: frozenset[str], where: str) -> None:
     unknown = sorted(str(k) for k in data if k not in allowed)
     if unknown:
@@ -173,18 +167,8 @@ def _known(data: Obj, allowed: frozenset[str], where: str) -> None:
         )
 
 
-def _positive(raw: object, where: str) -> int | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise InvalidObject(f"{where}: expected a whole number, got {raw!r}")
-    if raw < 1:
-        raise InvalidObject(f"{where}: must be at least 1, got {raw}")
-    return raw
-
-
 def _strings(raw: object, where: str) -> Mapping[str, str]:
-    data = _mapping(raw, where)
+    data = fields.mapping(raw, where)
     for key, value in data.items():
         if not isinstance(value, str):
             raise InvalidObject(f"{where}.{key}: expected a string, got {value!r}")
@@ -197,7 +181,7 @@ def _strings(raw: object, where: str) -> Mapping[str, str]:
 
 
 def _fields(raw: object, kinds: Mapping[str, FieldKind], where: str) -> Obj:
-    data = _mapping(raw, where)
+    data = fields.mapping(raw, where)
     _known(data, frozenset(kinds), where)
     out: dict[str, Any] = {}
     for name, value in data.items():
@@ -208,21 +192,13 @@ def _fields(raw: object, kinds: Mapping[str, FieldKind], where: str) -> Obj:
         if kind is FieldKind.STRING and not isinstance(value, str):
             raise InvalidObject(f"{at}: expected a string, got {value!r}")
         if kind is FieldKind.OBJECT:
-            _mapping(value, at)
+            fields.mapping(value, at)
         if kind is FieldKind.MAP:
-            value = dict(_plain_strings(value, at))
+            value = dict(fields.labels(value, at))
         if kind is FieldKind.LIST:
             _keyed_list(value, name, at)
         out[name] = copy.deepcopy(value)
     return MappingProxyType(out)
-
-
-def _plain_strings(raw: object, where: str) -> Mapping[str, str]:
-    data = _mapping(raw, where)
-    for key, value in data.items():
-        if not isinstance(value, str):
-            raise InvalidObject(f"{where}.{key}: expected a string, got {value!r}")
-    return data
 
 
 def _keyed_list(raw: object, name: str, where: str) -> None:
@@ -251,11 +227,11 @@ _KEY_NAMES: Final = {
 
 
 def _resources(raw: object, where: str) -> Mapping[str, Mapping[str, Any]]:
-    data = _mapping(raw, where)
+    data = fields.mapping(raw, where)
     _known(data, frozenset(RESOURCE_FIELDS), where)
     out: dict[str, Mapping[str, Any]] = {}
     for part in RESOURCE_FIELDS:
-        amounts = _mapping(data.get(part), f"{where}.{part}")
+        amounts = fields.mapping(data.get(part), f"{where}.{part}")
         try:
             parse_resources(amounts, where=f"{where}.{part}")
         except QuantityError as e:

@@ -13,8 +13,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, TypedDict
 
-from policy.model import InvalidObject, Obj, Submitter
+from policy.fields import InvalidObject, Obj
 from policy.patching import Patch
+from policy.pods import Submitter
 
 # --- wire shapes (admission.k8s.io/v1) ------------------------------------------------------
 

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policy import keys
-from policy.model import Pod, State, Workload
+from policy import fields, keys
+from policy.model import State, Workload
+from policy.pods import Pod
 from policy.quantities import total
-
-
-def _positive_int(raw: str | None) -> int | None:
-    if raw is None or not raw.strip().isdigit():
-        return None
-    value = int(raw)
-    return value if value > 0 else None
 
 
 def state_of(pods: Iterable[Pod]) -> State:
@@ -32,7 +26,7 @@ def state_of(pods: Iterable[Pod]) -> State:
 def workload_of(key: str, pods: tuple[Pod, ...]) -> Workload:
     first = min(pods, key=lambda p: (p.created, p.name))
     workflow = first.workflow
-    group_size = _positive_int(first.annotations.get(keys.GROUP_SIZE_ANNOTATION))
+    group_size = fields.positive_int(first.annotations.get(keys.GROUP_SIZE_ANNOTATION, ""))
     return Workload(
         key=key,
         namespace=first.namespace,
@@ -44,7 +38,9 @@ def workload_of(key: str, pods: tuple[Pod, ...]) -> Workload:
         priority=max(p.priority for p in pods),
         created=first.created,
         workflow=f"{first.namespace}/{workflow}" if workflow else "",
-        workflow_max_running=_positive_int(first.annotations.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION)),
+        workflow_max_running=fields.positive_int(
+            first.annotations.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "")
+        ),
         group_size=group_size if first.group and group_size else len(pods),
     )
 

@@ -14,7 +14,8 @@ from typing import Any, Self
 from policy import keys, patching
 from policy.admitting import review
 from policy.catalog import Catalog
-from policy.model import Namespace, Submitter
+from policy.model import Namespace
+from policy.pods import Submitter
 from policy.reviews import JOB, POD, Admit, Decision, Kind, Operation, Request
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from policy import keys
-from policy.model import Namespace, Pod, Policy, Queue, Snapshot, Team, Workload
+from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
+from policy.pods import Pod
 from policy.workloads import build_workloads
 
 Obj = dict[str, Any]

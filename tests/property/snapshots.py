@@ -13,7 +13,8 @@ from types import MappingProxyType
 from hypothesis import strategies as st
 
 from policy import keys
-from policy.model import Ordering, Pod, Policy, Queue, Snapshot, State, Team, Workload
+from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
+from policy.pods import Pod
 
 QUEUES = ("q0", "q1", "q2", "q3")
 TEAMS = ("t0", "t1", "t2")  # t2 never has a Team object: no team limit

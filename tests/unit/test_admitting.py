@@ -13,8 +13,9 @@ import pytest
 
 from policy import keys
 from policy.catalog import Catalog
-from policy.model import Namespace, Submitter
+from policy.model import Namespace
 from policy.patching import apply
+from policy.pods import Submitter
 from policy.reviews import Admit
 from tests.admission_builders import (
     PodBuilder,

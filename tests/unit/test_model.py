@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policy.model import DEFAULT_STARVATION_SECONDS, InvalidObject, Ordering, Policy, Selector
+from policy.fields import InvalidObject
+from policy.model import DEFAULT_STARVATION_SECONDS, Ordering, Policy, Selector
 from tests.builders import MakePolicy, MakeQueue, MakeTeam
 
 GPU = "nvidia.com/gpu"

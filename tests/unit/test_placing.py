@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from policy.model import InvalidObject, Pod
+from policy.fields import InvalidObject
 from policy.placing import Node, filter_nodes, prioritize, score
+from policy.pods import Pod
 from tests.builders import MakeNode, MakePod, MakeQueue
 
 AMD = "amd.com/gpu"

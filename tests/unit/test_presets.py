@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from policy import keys
+from policy.fields import InvalidObject
 from policy.merging import apply_preset, apply_presets, main_container_index
-from policy.model import InvalidObject
 from policy.presets import Preset, Strategy
 from tests.admission_builders import PresetBuilder, make_pod, make_preset
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policy.model import InvalidObject
+from policy.fields import InvalidObject
 from policy.reviews import JOB, POD, AdmissionRequest, Kind, Operation, Request
 
 

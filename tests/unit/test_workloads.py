@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from policy.dispatching import dispatch
-from policy.model import InvalidObject, Pod, State
+from policy.fields import InvalidObject
+from policy.model import State
+from policy.pods import Pod
 from policy.usage import QueueUsage, Usage, tally
 from tests.builders import T0, MakePod, MakeQueue, MakeTeam, snapshot, workloads
 
