@@ -7,12 +7,12 @@ refused with the object's own error instead of a puzzling "does not exist".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from policy import keys
+from policy import fields, keys
 from policy.fields import InvalidObject, Obj
 from policy.model import Policy, Queue, Team
 from policy.presets import Preset
@@ -45,30 +45,6 @@ class Catalog:
     ) -> Catalog:
         """Parse raw objects; the ones that fail land in ``invalid``. No Policy means defaults."""
         invalid: dict[str, str] = {}
-        parsed_queues: dict[str, Queue] = {}
-        for obj in queues:
-            try:
-                queue = Queue.parse(obj)
-            except InvalidObject as e:
-                invalid[f"Queue/{_name(obj)}"] = str(e)
-            else:
-                parsed_queues[queue.name] = queue
-        parsed_teams: dict[str, Team] = {}
-        for obj in teams:
-            try:
-                team = Team.parse(obj)
-            except InvalidObject as e:
-                invalid[f"Team/{_name(obj)}"] = str(e)
-            else:
-                parsed_teams[team.name] = team
-        parsed_presets: dict[str, Preset] = {}
-        for obj in presets:
-            try:
-                preset = Preset.parse(obj)
-            except InvalidObject as e:
-                invalid[f"Preset/{_name(obj)}"] = str(e)
-            else:
-                parsed_presets[preset.name] = preset
         parsed_policy = Policy()
         if policy is not None:
             try:
@@ -76,15 +52,33 @@ class Catalog:
             except InvalidObject as e:
                 invalid[f"Policy/{keys.POLICY_NAME}"] = str(e)
         return cls(
-            queues=MappingProxyType(parsed_queues),
-            teams=MappingProxyType(parsed_teams),
-            presets=MappingProxyType(parsed_presets),
+            queues=_parse_all("Queue", Queue.parse, queues, invalid),
+            teams=_parse_all("Team", Team.parse, teams, invalid),
+            presets=_parse_all("Preset", Preset.parse, presets, invalid),
             policy=parsed_policy,
             invalid=MappingProxyType(invalid),
         )
 
 
-def _name(obj: Obj) -> str:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return str(name or "")
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_Named)
+
+
+def _parse_all(
+    kind: str, parse: Callable[[Obj], _T], objects: Iterable[Obj], invalid: dict[str, str]
+) -> Mapping[str, _T]:
+    """Parse every object of one kind by name; record the ones that fail in ``invalid``."""
+    parsed: dict[str, _T] = {}
+    for obj in objects:
+        try:
+            item = parse(obj)
+        except InvalidObject as e:
+            name = fields.obj(obj.get("metadata")).get("name") or ""
+            invalid[f"{kind}/{name}"] = str(e)
+        else:
+            parsed[item.name] = item
+    return MappingProxyType(parsed)
