@@ -22,6 +22,9 @@ from pathlib import Path
 GO_ROOT = Path(__file__).resolve().parent / "go"
 # How often a long build says it is still going.
 TICK_SECONDS = 30.0
+# Part of the cache key: bump it when the way binaries are built (flags, targets) changes, so
+# caches built the old way are not reused.
+RECIPE = 1
 
 Progress = Callable[[str], None]
 
@@ -77,7 +80,7 @@ def versions() -> Versions:
 
 
 def _modules_digest() -> str:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"recipe {RECIPE}".encode())
     for path in sorted(GO_ROOT.rglob("*")):
         if path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
             digest.update(path.relative_to(GO_ROOT).as_posix().encode())

@@ -371,13 +371,24 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _runs(pid: int, component: str) -> bool:
+    """Whether ``pid`` is still the component started under it, not a process that reused it."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name == component
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: trust the record
+        return _alive(pid)
+
+
 def stop(root: Path) -> list[str]:
     """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
     layout = Layout(root.resolve())
     try:
-        pids: dict[str, int] = json.loads(layout.state.read_text())["pids"]
+        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
     except (FileNotFoundError, KeyError, ValueError):
         return []
+    pids = {name: pid for name, pid in recorded.items() if _runs(pid, name)}
     # Stop in reverse start order: clients first, etcd last.
     order = list(reversed(pids.items()))
     for _, pid in order:
