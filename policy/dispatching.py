@@ -115,14 +115,11 @@ class _Cycle:
                 self.release(w, line)
                 return True
             if strict:
-                line.stop = w
-                line.cursor = i
-                line.done = True
+                line.stop_at(i)
                 return False
             line.blocked.append(i)
             i += 1
-        line.cursor = n
-        line.done = True
+        line.exhaust()
         return False
 
     def head(self, line: Line) -> Workload | None:
@@ -139,14 +136,11 @@ class _Cycle:
                     line.cursor = i
                     return w
                 if line.strict:
-                    line.stop = w
-                    line.cursor = i
-                    line.done = True
+                    line.stop_at(i)
                     return None
                 line.blocked.append(i)
             i += 1
-        line.cursor = i
-        line.done = True
+        line.exhaust()
         return None
 
     def serve_starving(self, ring: list[Line]) -> str | None:

@@ -105,6 +105,17 @@ class Line:
     def strict(self) -> bool:
         return self.queue is not None and self.queue.ordering is Ordering.STRICT_FIFO
 
+    def stop_at(self, index: int) -> None:
+        """The queue goes no further this decision: it waits behind ``order[index]``."""
+        self.stop = self.order[index]
+        self.cursor = index
+        self.done = True
+
+    def exhaust(self) -> None:
+        """Every workload of the queue has been tried this decision."""
+        self.cursor = len(self.order)
+        self.done = True
+
     def ensure_sorted(self) -> list[Workload]:
         if not self.sorted:
             sort_in_queue_order(self.order)
