@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from policy import fields, keys
 from policy.access import (
@@ -30,7 +30,7 @@ from policy.access import (
 from policy.catalog import Catalog
 from policy.fields import InvalidObject, Obj
 from policy.guarding import guard
-from policy.merging import apply_presets, main_container_index, thaw
+from policy.merging import apply_presets, dict_at, main_container_index, thaw
 from policy.model import Namespace, Policy
 from policy.patching import diff
 from policy.pods import Submitter, pod_requests
@@ -294,9 +294,9 @@ def _create_pod(request: Request, namespace: Namespace, catalog: Catalog) -> Dec
     if isinstance(judgement, Deny):
         return judgement
     out = apply_presets(pod, judgement.presets)
-    _dict_at(out, "metadata", "labels").update(judgement.labels)
-    _dict_at(out, "metadata", "annotations").update(judgement.annotations)
-    spec = _dict_at(out, "spec")
+    dict_at(out, "metadata", "labels").update(judgement.labels)
+    dict_at(out, "metadata", "annotations").update(judgement.annotations)
+    spec = dict_at(out, "spec")
     gates = spec.get("schedulingGates")
     if not isinstance(gates, list):
         gates = spec["schedulingGates"] = []
@@ -350,16 +350,5 @@ def _create_owner(
         if raw is not None and Submitter.from_annotation(raw) != submitter:
             return _written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
     out = thaw(obj)
-    _dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
     return Admit(diff(obj, out), warnings)
-
-
-def _dict_at(doc: dict[str, Any], *path: str) -> dict[str, Any]:
-    """The dict at ``path``, creating (or replacing a null with) empty dicts on the way."""
-    node = doc
-    for name in path:
-        child = node.get(name)
-        if not isinstance(child, dict):
-            child = node[name] = {}
-        node = child
-    return node

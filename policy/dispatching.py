@@ -33,7 +33,7 @@ when tried never fits later in the same decision: each queue is walked once, fro
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -95,53 +95,42 @@ class _Cycle:
         if self.cluster_full():
             self.stopped = True
 
-    def take_one(self, line: Line) -> bool:
-        """Release the next workload of ``line`` that fits; False once nothing more of it can go."""
-        queue = line.queue
-        if queue_full(queue, self.ledger) is not None:
-            line.done = True
-            return False
-        order = line.order
-        strict = line.strict
-        i = line.cursor
-        n = len(order)
-        while i < n:
-            w = order[i]
-            if not w.complete:
-                i += 1
-                continue
-            if self.fits(w, line):
-                line.cursor = i + 1
-                self.release(w, line)
-                return True
-            if strict:
-                line.stop_at(i)
-                return False
-            line.blocked.append(i)
-            i += 1
-        line.exhaust()
-        return False
+    def seek(self, line: Line, passes: Callable[[Workload], bool]) -> Workload | None:
+        """Move ``line``'s cursor to its next whole workload that ``passes``; None when none can.
 
-    def head(self, line: Line) -> Workload | None:
-        """Move ``line``'s cursor to its head: the first whole workload its queue has room for."""
+        Workloads passed over are noted as blocked; a StrictFIFO queue stops at the first one.
+        """
         if queue_full(line.queue, self.ledger) is not None:
             line.done = True
             return None
         order = line.order
-        i = line.cursor
-        while i < len(order):
+        for i in range(line.cursor, len(order)):
             w = order[i]
-            if w.complete:
-                if queue_blocking(w, line.queue, self.ledger) is None:
-                    line.cursor = i
-                    return w
-                if line.strict:
-                    line.stop_at(i)
-                    return None
-                line.blocked.append(i)
-            i += 1
+            if not w.complete:
+                continue
+            if passes(w):
+                line.cursor = i
+                return w
+            if line.strict:
+                line.stop_at(i)
+                return None
+            line.blocked.append(i)
         line.exhaust()
         return None
+
+    def take_one(self, line: Line) -> bool:
+        """Release the next workload of ``line`` that fits; False once nothing more of it can go."""
+        w = self.seek(line, lambda w: self.fits(w, line))
+        if w is None:
+            return False
+        line.cursor += 1
+        self.release(w, line)
+        return True
+
+    def head(self, line: Line) -> Workload | None:
+        """Move ``line``'s cursor to its head: the first whole workload its queue has room for."""
+        ledger, queue = self.ledger, line.queue
+        return self.seek(line, lambda w: queue_blocking(w, queue, ledger) is None)
 
     def serve_starving(self, ring: list[Line]) -> str | None:
         """First claim for starving heads, in turn order, before the round-robin at their priority.

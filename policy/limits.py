@@ -29,24 +29,25 @@ def workflow_full(w: Workload, ledger: Ledger) -> bool:
     return limit is not None and bool(w.workflow) and ledger.workflow_running.get(w.workflow, 0) >= limit
 
 
-def queue_blocking(w: Workload, queue: Queue | None, ledger: Ledger) -> Reason | None:
-    """Layer 2 alone: a missing queue reads as paused (the reason list is public and fixed)."""
-    if queue is None or queue.paused:
-        return Reason.QUEUE_PAUSED
-    name = queue.name
-    if queue.max_running is not None and ledger.queue_running.get(name, 0) >= queue.max_running:
-        return Reason.QUEUE_LIMIT
-    if queue.quota and exceeded(ledger.queue_used.get(name, EMPTY), w.requests, queue.quota):
-        return Reason.QUEUE_QUOTA
-    return None
-
-
 def queue_full(queue: Queue | None, ledger: Ledger) -> Reason | None:
-    """Layer 2's verdict for every workload of the queue alike, when there is one."""
+    """Layer 2's verdict for every workload of the queue alike, when there is one.
+
+    A missing queue reads as paused: the list of reasons is public and fixed.
+    """
     if queue is None or queue.paused:
         return Reason.QUEUE_PAUSED
     if queue.max_running is not None and ledger.queue_running.get(queue.name, 0) >= queue.max_running:
         return Reason.QUEUE_LIMIT
+    return None
+
+
+def queue_blocking(w: Workload, queue: Queue | None, ledger: Ledger) -> Reason | None:
+    """Layer 2 alone, for ``w``: the queue's verdict for all, then its quota."""
+    full = queue_full(queue, ledger)
+    if full is not None or queue is None:
+        return full
+    if queue.quota and exceeded(ledger.queue_used.get(queue.name, EMPTY), w.requests, queue.quota):
+        return Reason.QUEUE_QUOTA
     return None
 
 
@@ -68,7 +69,7 @@ def shared_blocking(w: Workload, limits: Snapshot, ledger: Ledger) -> Reason | N
 
 def blocking(w: Workload, queue: Queue | None, limits: Snapshot, ledger: Ledger) -> Reason | None:
     """The first layer that ``w`` does not pass, or None when every layer has room for it."""
-    if w.workflow_max_running is not None and workflow_full(w, ledger):
+    if workflow_full(w, ledger):
         return Reason.WORKFLOW_LIMIT
     return queue_blocking(w, queue, ledger) or shared_blocking(w, limits, ledger)
 

@@ -117,10 +117,10 @@ def _merge_into(pod: dict[str, Any], preset: Preset) -> None:
     strategy = preset.strategy
     for name, values in (("labels", preset.labels), ("annotations", preset.annotations)):
         if values:
-            meta = _child(pod, "metadata")
+            meta = dict_at(pod, "metadata")
             meta[name] = merge_field(FieldKind.MAP, name, meta.get(name), values, strategy)
     if preset.pod:
-        spec = _child(pod, "spec")
+        spec = dict_at(pod, "spec")
         for name, value in preset.pod.items():
             spec[name] = merge_field(POD_FIELDS[name], name, spec.get(name), value, strategy)
     if not (preset.container or preset.resources):
@@ -134,16 +134,20 @@ def _merge_into(pod: dict[str, Any], preset: Preset) -> None:
     for name, value in preset.container.items():
         container[name] = merge_field(CONTAINER_FIELDS[name], name, container.get(name), value, strategy)
     if preset.resources:
-        resources = _child(container, "resources")
+        resources = dict_at(container, "resources")
         for part, amounts in preset.resources.items():
             resources[part] = merge_field(FieldKind.MAP, part, resources.get(part), amounts, strategy)
 
 
-def _child(parent: dict[str, Any], name: str) -> dict[str, Any]:
-    child = parent.get(name)
-    if not isinstance(child, dict):
-        child = parent[name] = {}
-    return child
+def dict_at(doc: dict[str, Any], *path: str) -> dict[str, Any]:
+    """The dict at ``path``, creating (or replacing a null with) empty dicts on the way."""
+    node = doc
+    for name in path:
+        child = node.get(name)
+        if not isinstance(child, dict):
+            child = node[name] = {}
+        node = child
+    return node
 
 
 def _merge_map(current: Any, value: Mapping[str, Any], *, preset_wins: bool) -> dict[str, Any]:

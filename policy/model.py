@@ -21,14 +21,12 @@ class Ordering(StrEnum):
     STRICT_FIFO = "StrictFIFO"
 
 
-
 class State(StrEnum):
     """A workload's place in its life: gated, released and holding its slot, or done."""
 
     PENDING = "pending"
     RUNNING = "running"
     FINISHED = "finished"
-
 
 
 # --- label selectors ------------------------------------------------------------------------
@@ -246,7 +244,6 @@ class Namespace:
             default_presets=fields.csv(notes.get(keys.DEFAULT_PRESETS_ANNOTATION)),
             allowed_presets=None if allowed_presets is None else frozenset(fields.csv(allowed_presets)),
         )
-
 
 
 # --- workloads and the snapshot -------------------------------------------------------------

@@ -101,7 +101,7 @@ class Waiting(Mapping[str, Wait]):
                 key = w.key
                 if key in released:
                     continue
-                if uniform is not None and w.workflow_max_running is None and len(w.pods) >= w.group_size:
+                if uniform is not None and _queue_answers_for(w):
                     yield key, uniform[0]
                 else:
                     yield key, cause(w, line)[0]
@@ -133,7 +133,7 @@ class Waiting(Mapping[str, Wait]):
         ledger = self._ledger
         if len(w.pods) < w.group_size:
             return Reason.GROUP_INCOMPLETE, None
-        if w.workflow_max_running is not None and workflow_full(w, ledger):
+        if workflow_full(w, ledger):
             return Reason.WORKFLOW_LIMIT, None
         uniform = self._uniform_for(line)
         if uniform is not None:
@@ -189,11 +189,17 @@ class Waiting(Mapping[str, Wait]):
                 if key in released:
                     continue
                 position += 1
-                if uniform is not None and w.workflow_max_running is None and len(w.pods) >= w.group_size:
+                if uniform is not None and _queue_answers_for(w):
                     yield key, Wait(uniform[0], uniform[1], position)
                 else:
                     reason, message = explain(w, line)
                     yield key, Wait(reason, message, position)
+
+
+def _queue_answers_for(w: Workload) -> bool:
+    """Whether a queue's uniform answer is ``w``'s too: nothing of its own (an incomplete group,
+    a workflow limit) comes before the queue's layer. A fast path for deep, full queues."""
+    return w.workflow_max_running is None and len(w.pods) >= w.group_size
 
 
 class _Items(ItemsView[str, Wait]):
