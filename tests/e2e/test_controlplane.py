@@ -103,8 +103,11 @@ def test_a_job_with_parallelism_three_gets_its_pods_from_the_controller_manager_
                  "template": {"metadata": template["metadata"], "spec": template["spec"]}},
     })
 
-    pods = eventually(lambda: [ps for ps in [kubectl.items("pods", "-l", "job-name=sweep")] if len(ps) == 3],
-                      "three pods of the Job")[0]
+    def three_pods() -> list[dict[str, Any]] | None:
+        pods = kubectl.items("pods", "-l", "job-name=sweep")
+        return pods if len(pods) == 3 else None
+
+    pods = eventually(three_pods, "three pods of the Job")
     assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"Job"}
     job = kubectl.wait_for("job", "sweep", lambda j: j["status"].get("succeeded") == 3, "3 pods succeeded")
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
