@@ -7,6 +7,8 @@ same machine) rebuilds nothing, and a change of any pin builds into a fresh dire
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,13 +135,29 @@ def ensure_binaries(progress: Progress | None = None) -> Path:
     v = versions()
     out = bin_dir(v)
     out.mkdir(parents=True, exist_ok=True)
-    todo = [t for t in targets(v) if not (out / t.name).exists()]
-    for index, target in enumerate(todo, start=1):
-        say(f"building {target.name} ({index}/{len(todo)}) into {out} ...")
-        started = time.monotonic()
-        _build(target, out, say)
-        say(f"built {target.name} in {time.monotonic() - started:.0f}s")
+    with _exclusive(out / ".lock", say):
+        todo = [t for t in targets(v) if not (out / t.name).exists()]
+        for index, target in enumerate(todo, start=1):
+            say(f"building {target.name} ({index}/{len(todo)}) into {out} ...")
+            started = time.monotonic()
+            _build(target, out, say)
+            say(f"built {target.name} in {time.monotonic() - started:.0f}s")
     return out
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path, say: Progress) -> Iterator[None]:
+    """Hold the cache directory's lock, so two builds at once (two test runs) build each binary once."""
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another build holds {lock}; waiting for it to finish ...")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(target: Target, out: Path, say: Progress) -> None:
