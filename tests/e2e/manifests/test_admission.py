@@ -138,8 +138,12 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
             hook["clientConfig"] = {"url": CLOSED + hook["clientConfig"]["service"]["path"]}
     installed.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(configs))
     try:
+        # The API server watches mutating and validating configurations apart: wait for both.
         eventually(lambda: create(kubectl, pod("probe", resources=GPU)) == MUTATE_PODS,
-                   "the API server to call the new webhook configurations")
+                   "the API server to call the new mutating webhooks")
+        relabel = labels(**{keys.QUEUE_LABEL: "probe"})
+        eventually(lambda: patch(kubectl, "pod/held", relabel) == VALIDATE_PODS,
+                   "the API server to call the new validating webhook")
         yield kubectl
     finally:
         installed.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",
