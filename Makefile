@@ -26,6 +26,10 @@ venv: $(STAMP) ## create the virtual environment and install the project with it
 binaries: $(STAMP) ## build kube-apiserver, controller-manager, scheduler, kubectl, etcd and kwok into the cache
 	$(BIN)/python -m controlplane build
 
+.PHONY: kueue
+kueue: $(STAMP) ## build Kueue v0.17.0, the benchmarks' peer, into its own cache (only benchmarks need it)
+	$(BIN)/python -m controlplane build-kueue
+
 .PHONY: lint
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
