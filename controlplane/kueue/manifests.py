@@ -29,8 +29,11 @@ _WEBHOOK_CONFIGURATIONS = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
     "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
 }
-# The ClusterRoles of the release that the manager itself needs (the rest are for users).
-_MANAGER_ROLES = ("role.yaml", "metrics_auth_role.yaml")
+# The roles of the release that the manager itself needs (the rest are for users); the Role in
+# manager_secrets_role.yaml lets it watch Secrets in its own namespace.
+_MANAGER_ROLES = ("role.yaml", "metrics_auth_role.yaml", "manager_secrets_role.yaml")
+# Kueue's own namespace (the release's default), where it watches Secrets.
+NAMESPACE = "kueue-system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ def configuration(
     The shipped controller concurrency is kept.
     """
     config = copy.deepcopy(dict(shipped))
+    config["namespace"] = NAMESPACE
     config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{endpoints.health}"}
     config["metrics"] = {**config.get("metrics", {}), "bindAddress": f"127.0.0.1:{endpoints.metrics}"}
     config["webhook"] = {"host": "127.0.0.1", "port": endpoints.webhook, "certDir": str(cert_dir)}
@@ -152,16 +156,20 @@ def shipped_roles(source: Path) -> list[dict[str, Any]]:
 
 
 def rbac(roles: Iterable[Mapping[str, Any]], user: str = USER) -> list[dict[str, Any]]:
-    """The manager's ClusterRoles (renamed ``kueue-<name>``) and a binding of each to ``user``."""
-    objects: list[dict[str, Any]] = []
+    """Kueue's namespace, the manager's roles (renamed ``kueue-<name>``; a namespaced Role goes to
+    Kueue's namespace) and a binding of each to ``user``."""
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    ]
     for role in roles:
         name = f"kueue-{role['metadata']['name']}"
-        objects.append({**copy.deepcopy(dict(role)), "metadata": {"name": name}})
+        metadata = {"name": name} if role["kind"] == "ClusterRole" else {"name": name, "namespace": NAMESPACE}
+        objects.append({**copy.deepcopy(dict(role)), "metadata": metadata})
         objects.append({
             "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "kind": f"{role['kind']}Binding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": name},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         })
     return objects

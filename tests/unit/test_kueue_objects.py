@@ -55,6 +55,7 @@ SHIPPED_WEBHOOKS = [{
 def test_the_configuration_runs_the_plain_pod_integration_on_loopback_for_labelled_namespaces() -> None:
     config = manifests.configuration(SHIPPED, ENDPOINTS, Path("/run/kueue/serving"), None)
 
+    assert config["namespace"] == "kueue-system"
     assert config["integrations"] == {"frameworks": ["pod"]}
     assert config["managedJobsNamespaceSelector"] == {
         "matchLabels": {manifests.NAMESPACE_LABEL: manifests.NAMESPACE_LABEL_VALUE}
@@ -93,16 +94,28 @@ def test_webhooks_keep_kueues_own_kinds_and_pods_and_point_at_loopback_with_our_
     assert "namespaceSelector" not in by_name["mclusterqueue.kb.io"], "cluster-scoped kinds need none"
 
 
-def test_the_managers_roles_are_renamed_and_bound_to_kueues_own_user() -> None:
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "manager-role"}, "rules": [{"apiGroups": [""], "resources": ["pods"]}]}
+def test_the_managers_roles_are_renamed_and_bound_to_kueues_own_user_in_its_namespace() -> None:
+    cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": "manager-role"},
+                    "rules": [{"apiGroups": [""], "resources": ["pods"]}]}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "manager-secrets-role", "namespace": "system"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"]}]}
 
-    cluster_role, binding = manifests.rbac([role])
+    namespace, kueue_cluster_role, cluster_binding, kueue_role, binding = manifests.rbac([cluster_role, role])
 
-    assert cluster_role["metadata"] == {"name": "kueue-manager-role"}
-    assert cluster_role["rules"] == role["rules"]
-    assert binding["roleRef"]["name"] == "kueue-manager-role"
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kueue"}]
+    assert namespace["metadata"] == {"name": "kueue-system"}
+    assert kueue_cluster_role["metadata"] == {"name": "kueue-manager-role"}
+    assert kueue_cluster_role["rules"] == cluster_role["rules"]
+    assert cluster_binding["kind"] == "ClusterRoleBinding"
+    assert cluster_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                          "name": "kueue-manager-role"}
+    assert cluster_binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                            "name": "kueue"}]
+    assert kueue_role["metadata"] == {"name": "kueue-manager-secrets-role", "namespace": "kueue-system"}
+    assert binding["kind"] == "RoleBinding"
+    assert binding["metadata"] == kueue_role["metadata"]
+    assert binding["roleRef"]["kind"] == "Role"
 
 
 def quotas(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
