@@ -47,11 +47,11 @@ unit: $(STAMP) ## unit and property tests (no cluster)
 	$(BIN)/pytest tests/unit tests/property
 
 .PHONY: e2e
-e2e: binaries ## end-to-end tests against the real local control plane
+e2e: binaries kueue ## end-to-end tests against the real local control plane (and Kueue beside it)
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter, unit, property and e2e tests
+test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
 	$(BIN)/pytest tests
 
 .PHONY: bench

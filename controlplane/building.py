@@ -36,6 +36,8 @@ RECIPE = 1
 # digest of its own.
 CONTROL_PLANE_MODULES = ("etcd", "kubernetes", "kwok")
 KUEUE_MODULE = "kueue"
+# Kueue's own recipe number, in its cache key only: bump it when the way Kueue is built changes.
+KUEUE_RECIPE = 1
 KUEUE_PACKAGE = "sigs.k8s.io/kueue"
 
 Progress = Callable[[str], None]
@@ -95,8 +97,8 @@ def kueue_version() -> str:
     return _required_version(KUEUE_MODULE, KUEUE_PACKAGE)
 
 
-def _modules_digest(modules: tuple[str, ...] = CONTROL_PLANE_MODULES) -> str:
-    digest = hashlib.sha256(f"recipe {RECIPE}".encode())
+def _modules_digest(modules: tuple[str, ...] = CONTROL_PLANE_MODULES, recipe: int = RECIPE) -> str:
+    digest = hashlib.sha256(f"recipe {recipe}".encode())
     for path in sorted(GO_ROOT.rglob("*")):
         relative = path.relative_to(GO_ROOT)
         if relative.parts[0] in modules and path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
@@ -119,7 +121,7 @@ def bin_dir(v: Versions | None = None) -> Path:
 
 
 def kueue_bin_dir() -> Path:
-    key = f"kueue-{kueue_version()}_{go_version()}_{_modules_digest((KUEUE_MODULE,))}"
+    key = f"kueue-{kueue_version()}_{go_version()}_{_modules_digest((KUEUE_MODULE,), KUEUE_RECIPE)}"
     return cache_root() / "kueue" / key / "bin"
 
 

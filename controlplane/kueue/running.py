@@ -90,6 +90,7 @@ class Kueue:
 
     def start(self, progress: Progress = _quiet) -> None:
         """Build (if needed) and install Kueue, start it and wait until its webhooks answer."""
+        started = time.monotonic()
         progress("kueue: checking the binary")
         binary = building.ensure_kueue(progress)
         source = building.kueue_source()
@@ -101,7 +102,7 @@ class Kueue:
         )
         config = self.root / "configuration.yaml"
         config.write_text(yaml.safe_dump(self.configuration, sort_keys=False))
-        progress("kueue: starting")
+        progress(f"kueue: starting ({time.monotonic() - started:.1f}s)")
         try:
             self._spawn(binary, config)
             self._wait("its webhook server", self._ready)
@@ -116,7 +117,7 @@ class Kueue:
         except BaseException:
             self.stop()
             raise
-        progress(f"kueue: ready (pid {self._proc.pid if self._proc else '?'}, log {self.log})")
+        progress(f"kueue: ready in {time.monotonic() - started:.1f}s (pid {self.pid}, log {self.log})")
 
     def _install(self, source: Path) -> None:
         crds = manifests.crd_files(source)
