@@ -1,7 +1,7 @@
 """Run Kueue as a process against a LocalCluster: install, start, configure queues, stop.
 
 Kueue runs as its own user (``kueue``, a client certificate signed by the cluster's CA, bound to
-the release's manager ClusterRole), serves its webhooks on 127.0.0.1 with a certificate for that
+the release's manager roles), serves its webhooks on 127.0.0.1 with a certificate for that
 address, and is stopped (with its webhooks removed) by ``stop()`` or, as a safety net, by
 stopping the cluster: its process id is recorded in the cluster's ``cluster.json``.
 
@@ -196,8 +196,12 @@ class Kueue:
                    *policy_objects(queues, namespaces, cohorts)]
         self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
         names = [f"clusterqueue/{q.name}" for q in queues]
-        if names:
-            self.cluster.kubectl("wait", "--for=condition=Active", "--timeout=60s", *names)
+        if not names:
+            return
+        waited = self.cluster.kubectl("wait", "--for=condition=Active", "--timeout=60s", *names, check=False)
+        if waited.returncode != 0:
+            raise KueueError(f"kueue: ClusterQueues not active: {waited.stderr.strip()}; "
+                             f"last lines of {self.log}:\n{log_tail(self.log)}")
 
     # --- stopping -------------------------------------------------------------------------
 
