@@ -26,6 +26,10 @@ venv: $(STAMP) ## create the virtual environment and install the project with it
 binaries: $(STAMP) ## build kube-apiserver, controller-manager, scheduler, kubectl, etcd and kwok into the cache
 	$(BIN)/python -m controlplane build
 
+.PHONY: kueue
+kueue: $(STAMP) ## build Kueue v0.17.0, the benchmarks' peer, into its own cache (only benchmarks need it)
+	$(BIN)/python -m controlplane build-kueue
+
 .PHONY: lint
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
@@ -43,11 +47,11 @@ unit: $(STAMP) ## unit and property tests (no cluster)
 	$(BIN)/pytest tests/unit tests/property
 
 .PHONY: e2e
-e2e: binaries ## end-to-end tests against the real local control plane
+e2e: binaries kueue ## end-to-end tests against the real local control plane (and Kueue beside it)
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter, unit, property and e2e tests
+test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
 	$(BIN)/pytest tests
 
 .PHONY: bench

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the binaries into the cache, if missing")
+    sub.add_parser("build-kueue", help="build Kueue (the benchmarks' peer) into its own cache, if missing")
     up = sub.add_parser("up", help="start a cluster (stopping one already in --root)")
     up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
     up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
@@ -37,6 +38,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         print(f"binaries ready in {out} ({time.monotonic() - started:.0f}s)")
+        return 0
+    if args.command == "build-kueue":
+        started = time.monotonic()
+        try:
+            binary = building.ensure_kueue()
+        except building.BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"kueue ready at {binary} ({time.monotonic() - started:.0f}s)")
         return 0
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:

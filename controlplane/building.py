@@ -3,6 +3,10 @@
 The versions live in the Go modules under ``controlplane/go``; the cache key is made of them,
 the Go toolchain's version and a digest of the module files, so a second run (and CI on the
 same machine) rebuilds nothing, and a change of any pin builds into a fresh directory.
+
+Kueue, the benchmarks' peer, is built the same way from its own module (``go/kueue``) into its
+own cache directory (``ensure_kueue``): only the benchmarks and one smoke test need it, and its
+pin must not change the control plane's cache key.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,6 +32,13 @@ TICK_SECONDS = 30.0
 # Part of the cache key: bump it when the way binaries are built (flags, targets) changes, so
 # caches built the old way are not reused.
 RECIPE = 1
+# The module directories whose files make up the control plane's digest; Kueue's module has a
+# digest of its own.
+CONTROL_PLANE_MODULES = ("etcd", "kubernetes", "kwok")
+KUEUE_MODULE = "kueue"
+# Kueue's own recipe number, in its cache key only: bump it when the way Kueue is built changes.
+KUEUE_RECIPE = 1
+KUEUE_PACKAGE = "sigs.k8s.io/kueue"
 
 Progress = Callable[[str], None]
 
@@ -81,11 +93,16 @@ def versions() -> Versions:
     )
 
 
-def _modules_digest() -> str:
-    digest = hashlib.sha256(f"recipe {RECIPE}".encode())
+def kueue_version() -> str:
+    return _required_version(KUEUE_MODULE, KUEUE_PACKAGE)
+
+
+def _modules_digest(modules: tuple[str, ...] = CONTROL_PLANE_MODULES, recipe: int = RECIPE) -> str:
+    digest = hashlib.sha256(f"recipe {recipe}".encode())
     for path in sorted(GO_ROOT.rglob("*")):
-        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
-            digest.update(path.relative_to(GO_ROOT).as_posix().encode())
+        relative = path.relative_to(GO_ROOT)
+        if relative.parts[0] in modules and path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
+            digest.update(relative.as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -101,6 +118,11 @@ def cache_root() -> Path:
 def bin_dir(v: Versions | None = None) -> Path:
     v = v or versions()
     return cache_root() / "controlplane" / f"{v.key}_{_modules_digest()}" / "bin"
+
+
+def kueue_bin_dir() -> Path:
+    key = f"kueue-{kueue_version()}_{go_version()}_{_modules_digest((KUEUE_MODULE,), KUEUE_RECIPE)}"
+    return cache_root() / "kueue" / key / "bin"
 
 
 def _version_ldflags(version: str) -> tuple[str, ...]:
@@ -143,6 +165,40 @@ def ensure_binaries(progress: Progress | None = None) -> Path:
             _build(target, out, say)
             say(f"built {target.name} in {time.monotonic() - started:.0f}s")
     return out
+
+
+def kueue_target() -> Target:
+    version = kueue_version()
+    # Kueue reports this version in its log and its user agent (kueue/v0.17.0 ...).
+    flags = (f"-X {KUEUE_PACKAGE}/pkg/version.GitVersion={version}",
+             f"-X {KUEUE_PACKAGE}/pkg/version.BuildDate=1970-01-01T00:00:00Z")
+    return Target("kueue", KUEUE_MODULE, f"{KUEUE_PACKAGE}/cmd/kueue", flags)
+
+
+def ensure_kueue(progress: Progress | None = None) -> Path:
+    """Return the path of the kueue binary, building it first when the cache lacks it."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    out = kueue_bin_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    target = kueue_target()
+    with _exclusive(out / ".lock", say):
+        if not (out / target.name).exists():
+            say(f"building kueue {kueue_version()} into {out} ...")
+            started = time.monotonic()
+            _build(target, out, say)
+            say(f"built kueue in {time.monotonic() - started:.0f}s")
+    return out / target.name
+
+
+def kueue_source() -> Path:
+    """Kueue's module source in the Go module cache (its CRDs, webhooks and RBAC), fetched if absent."""
+    go_version()  # a missing toolchain is reported plainly
+    cmd = ["go", "mod", "download", "-json", f"{KUEUE_PACKAGE}@{kueue_version()}"]
+    env = dict(os.environ, GOFLAGS="-mod=readonly")
+    result = subprocess.run(cmd, cwd=GO_ROOT / KUEUE_MODULE, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"go mod download {KUEUE_PACKAGE} failed: {result.stderr.strip()}")
+    return Path(json.loads(result.stdout)["Dir"])
 
 
 @contextlib.contextmanager

@@ -381,6 +381,25 @@ def _runs(pid: int, component: str) -> bool:
         return _alive(pid)
 
 
+def record(root: Path, name: str, pid: int) -> None:
+    """Add a process started beside the cluster (a peer such as Kueue) to ``cluster.json``, so
+    that stopping the cluster stops it too, first. Its executable must be named ``name``."""
+    layout = Layout(root.resolve())
+    state = json.loads(layout.state.read_text())
+    # Last in the record, so stop(), which goes in reverse start order, stops it first.
+    state["pids"] = {**{k: v for k, v in state["pids"].items() if k != name}, name: pid}
+    layout.state.write_text(json.dumps(state, indent=2))
+
+
+def forget(root: Path, name: str) -> None:
+    """Remove a process that has stopped from ``cluster.json``."""
+    layout = Layout(root.resolve())
+    with contextlib.suppress(FileNotFoundError):
+        state = json.loads(layout.state.read_text())
+        state["pids"].pop(name, None)
+        layout.state.write_text(json.dumps(state, indent=2))
+
+
 def stop(root: Path) -> list[str]:
     """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
     layout = Layout(root.resolve())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from certs.authority import Authority, signing_key_pair
+from certs.authority import Authority, KeyPair, signing_key_pair
 
 ADMIN_USER = "kubernetes-admin"
 ADMIN_GROUP = "system:masters"
@@ -73,22 +73,29 @@ class Pki:
 
     def write_kubeconfig(self, path: Path, server: str, name: str = "sluicegate-local") -> None:
         """A self-contained admin kubeconfig (certificates embedded) for kubectl and clients."""
+        admin = KeyPair(self.admin_cert.read_bytes(), self.admin_key.read_bytes())
+        self.write_client_kubeconfig(path, server, ADMIN_USER, admin, name)
 
-        def b64(p: Path) -> str:
-            return base64.b64encode(p.read_bytes()).decode()
+    def write_client_kubeconfig(
+        self, path: Path, server: str, user: str, client: KeyPair, name: str = "sluicegate-local"
+    ) -> None:
+        """A self-contained kubeconfig in which ``user`` authenticates with ``client``."""
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
 
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": name, "cluster": {
                 "server": server,
-                "certificate-authority-data": b64(self.ca_cert),
+                "certificate-authority-data": b64(self.ca_cert.read_bytes()),
             }}],
-            "users": [{"name": ADMIN_USER, "user": {
-                "client-certificate-data": b64(self.admin_cert),
-                "client-key-data": b64(self.admin_key),
+            "users": [{"name": user, "user": {
+                "client-certificate-data": b64(client.cert_pem),
+                "client-key-data": b64(client.key_pem),
             }}],
-            "contexts": [{"name": name, "context": {"cluster": name, "user": ADMIN_USER}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
             "current-context": name,
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False))
