@@ -243,10 +243,13 @@ class Connection:
     async def delete(self, path: str, **params: str) -> Obj:
         return await self.request("DELETE", path, params=params or None)
 
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Obj]:
-        """The objects of a streamed answer (a watch), one JSON document per line."""
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, read_timeout: float | None = None
+    ) -> AsyncIterator[Obj]:
+        """The objects of a streamed answer (a watch), one JSON document per line. A stream
+        silent for ``read_timeout`` seconds fails with TimeoutError (a server gone mute)."""
         self.requests += 1
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=read_timeout)
         async with self.session.get(path, params=params, timeout=timeout) as response:
             if response.status >= 400:
                 raise _error("GET", path, response.status, await response.text())

@@ -123,7 +123,8 @@ class Watch:
             watch="1", resourceVersion=self.resource_version, allowWatchBookmarks="true",
             timeoutSeconds=str(WATCH_SECONDS),
         )
-        async for event in self.connection.stream(self.path, params):
+        # The server ends the watch after WATCH_SECONDS: a longer silence means it is gone.
+        async for event in self.connection.stream(self.path, params, read_timeout=WATCH_SECONDS + 30):
             kind = event.get("type")
             obj: Obj = event.get("object") or {}
             if kind == "ERROR":
