@@ -84,6 +84,10 @@ class LocalSluicegate:
     def port(self, name: str, port: str) -> int:
         return self._ports[name][port]
 
+    def pid(self, name: str) -> int:
+        """The process id of a running process."""
+        return self._procs[name].pid
+
     # --- up -------------------------------------------------------------------------------
 
     def up(self, progress: Progress = _quiet) -> None:
