@@ -57,8 +57,9 @@ def test_a_gpu_pod_without_a_queue_gets_the_default_queue_team_submitter_presets
 
 
 def job(name: str, namespace: str, queue: str) -> dict[str, Any]:
-    template = gpu_pod("ignored", namespace, **{keys.QUEUE_LABEL: queue})
-    del template["metadata"]["name"], template["metadata"]["namespace"]
+    pod = gpu_pod("ignored", namespace, **{keys.QUEUE_LABEL: queue})
+    del pod["metadata"]["name"], pod["metadata"]["namespace"]
+    template = {"metadata": pod["metadata"], "spec": pod["spec"]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
             "spec": {"backoffLimit": 0, "template": template}}
 
