@@ -173,6 +173,10 @@ class Reflector(Generic[T]):
             except KubeError as e:
                 log.warning("%s: %s; retrying", self, e)
                 await backoff.wait()
+            except Exception:  # a fault of ours: say so loudly, then start over from a list
+                log.exception("%s: unexpected failure; listing again", self)
+                self.resource_version = ""
+                await backoff.wait()
 
     def _query(self) -> dict[str, str]:
         query = {}
