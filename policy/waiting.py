@@ -7,10 +7,14 @@ after every release, the holds, and where each queue stopped. Because usage only
 a decision and holds are only added, a workload that did not fit when it was tried still does
 not fit in that final state, so the answer read is the one that applies now.
 
-The reason is the first that applies, in this order: ``GroupIncomplete``; then the four
-layers of limits (workflow, queue, team, cluster); then ``HeldForPriority``; and else
-``WaitingTurn`` (the workload would fit, but stands behind a StrictFIFO queue's blocked head,
-or behind a head that is starving).
+The reason is the first that applies, in this order: ``GroupIncomplete``; ``WorkflowLimit``;
+the queue's pause or count limit (``QueuePaused``, ``QueueLimit``: one answer for all of a
+queue's work); then, for work that can never run under the current limits, the reason of the
+quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or ``GlobalQuota``) with a message
+that says so and by how much; then the remaining layers of limits (queue quota, team,
+cluster); then ``HeldForPriority``; and else ``WaitingTurn`` (the workload would fit, but
+stands behind a StrictFIFO queue's blocked head). ``impossible()`` counts the work that can
+never run per queue, whatever reason each shows.
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ from dataclasses import dataclass
 
 from policy.holds import Hold, Holds
 from policy.keys import Reason
-from policy.limits import describe, queue_blocking, queue_full, shared_blocking, workflow_full
+from policy.limits import (
+    Ceilings,
+    ceilings,
+    describe,
+    impossible,
+    queue_blocking,
+    queue_full,
+    shared_blocking,
+    within,
+    workflow_full,
+)
 from policy.model import Snapshot, Workload
 from policy.ordering import Line
 from policy.usage import Ledger
@@ -51,6 +65,8 @@ class Waiting(Mapping[str, Wait]):
         self._index: dict[str, tuple[Line, Workload]] | None = None
         self._positions: dict[str, dict[str, int]] = {}
         self._uniform: dict[str, tuple[Reason, str] | None] = {}
+        self._ceilings: dict[tuple[str, str], Ceilings] = {}
+        self._impossible: dict[str, int] | None = None
 
     # --- Mapping ---------------------------------------------------------------------------
 
@@ -106,38 +122,67 @@ class Waiting(Mapping[str, Wait]):
                 else:
                     yield key, cause(w, line)[0]
 
+    def impossible(self) -> Mapping[str, int]:
+        """Queue -> how many of its waiting workloads can never run under the current limits
+        (only queues that have any), whatever reason each one shows: what an alert watches.
+        Worked out once, on the first call, with one pass over the waiting work."""
+        if self._impossible is None:
+            counts: dict[str, int] = {}
+            snapshot = self._snapshot
+            for line in self._lines.values():
+                by_team: dict[str, Ceilings] = {}
+                count = 0
+                for w in line.order:  # released work fits every quota: never counted
+                    caps = by_team.get(w.team)
+                    if caps is None:
+                        team = snapshot.teams.get(w.team) if w.team else None
+                        caps = by_team[w.team] = ceilings(line.queue, team, snapshot.policy)
+                    if caps and not within(w.requests, caps):
+                        count += 1
+                if count:
+                    counts[line.name] = count
+            self._impossible = counts
+        return self._impossible
+
     def explain(self, w: Workload, line: Line) -> tuple[Reason, str]:
         """The reason and message for ``w``, a pending workload of ``line`` that stays."""
-        reason, hold = self._cause(w, line)
         snapshot = self._snapshot
+        reason, hold = self._cause(w, line)
         if reason is Reason.GROUP_INCOMPLETE:
-            return reason, f"group {w.pods[0].group}: {len(w.pods)}/{w.group_size} pods"
+            group = w.pods[0].group
+            if w.disagreement:
+                return reason, f"group {group}: {w.disagreement}"
+            return reason, f"group {group}: {len(w.pods)}/{w.group_size} pods"
         if hold is not None:
             return reason, hold.message(snapshot.now, snapshot.policy.starvation_seconds)
         if reason is not Reason.WAITING_TURN:
             uniform = self._uniform_for(line)
             if uniform is not None and uniform[0] is reason:
                 return uniform
+            if reason in _QUOTAS and not self._possible(w, line):
+                never = impossible(w, line.queue, snapshot)
+                assert never is not None and never.reason is reason
+                return reason, never.message
             return reason, describe(reason, w, line.name, snapshot, self._ledger)
         head = line.stop
         if head is not None and head is not w:
-            if line.starving_stop:
-                return reason, (
-                    f"behind {head.key} in queue {line.name}, which has waited over starvationSeconds"
-                )
             return reason, f"behind {head.key} at the head of StrictFIFO queue {line.name}"
         return reason, f"waiting for its turn in queue {line.name}"  # pragma: no cover
 
     def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
         """The reason alone (and the hold, when one is the reason): no message is formatted."""
         ledger = self._ledger
-        if len(w.pods) < w.group_size:
+        if not w.complete:
             return Reason.GROUP_INCOMPLETE, None
         if workflow_full(w, ledger):
             return Reason.WORKFLOW_LIMIT, None
         uniform = self._uniform_for(line)
         if uniform is not None:
             return uniform[0], None
+        if not self._possible(w, line):
+            never = impossible(w, line.queue, self._snapshot)
+            assert never is not None
+            return never.reason, None
         reason = queue_blocking(w, line.queue, ledger) or shared_blocking(w, self._snapshot, ledger)
         if reason is not None:
             return reason, None
@@ -147,6 +192,16 @@ class Waiting(Mapping[str, Wait]):
         return Reason.WAITING_TURN, None
 
     # --- internals -------------------------------------------------------------------------
+
+    def _possible(self, w: Workload, line: Line) -> bool:
+        """Whether ``w`` could ever run under the current limits (the fast test, cached caps)."""
+        key = (line.name, w.team)
+        caps = self._ceilings.get(key)
+        if caps is None:
+            snapshot = self._snapshot
+            team = snapshot.teams.get(w.team) if w.team else None
+            caps = self._ceilings[key] = ceilings(line.queue, team, snapshot.policy)
+        return not caps or within(w.requests, caps)
 
     def _uniform_for(self, line: Line) -> tuple[Reason, str] | None:
         """The queue layer's answer when it is the same for every workload of the queue.
@@ -196,10 +251,14 @@ class Waiting(Mapping[str, Wait]):
                     yield key, Wait(reason, message, position)
 
 
+_QUOTAS = frozenset({Reason.QUEUE_QUOTA, Reason.TEAM_QUOTA, Reason.GLOBAL_QUOTA})
+
+
 def _queue_answers_for(w: Workload) -> bool:
-    """Whether a queue's uniform answer is ``w``'s too: nothing of its own (an incomplete group,
-    a workflow limit) comes before the queue's layer. A fast path for deep, full queues."""
-    return w.workflow_max_running is None and len(w.pods) >= w.group_size
+    """Whether a queue's uniform answer is ``w``'s too: nothing of its own (an incomplete or
+    disagreeing group, a workflow limit) comes before the queue's layer. A fast path for deep,
+    full queues."""
+    return w.workflow_max_running is None and len(w.pods) >= w.group_size and not w.disagreement
 
 
 class _Items(ItemsView[str, Wait]):

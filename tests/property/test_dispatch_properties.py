@@ -16,11 +16,25 @@ from policy.keys import Reason
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Workload
 from policy.ordering import in_queue_order
 from policy.usage import tally
-from tests.property.oracle import Usage, failing_layers, limit_breaches, shortfalls, usage_after
+from tests.property.oracle import (
+    Usage,
+    could_run,
+    excused,
+    failing_layers,
+    level,
+    limit_breaches,
+    never,
+    shortfalls,
+    starving,
+    usage_after,
+)
 from tests.property.snapshots import NOW, QUEUES, any_snapshots, applied, make_workload
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 turns_ = st.builds(Turns, st.dictionaries(st.integers(0, 2), st.sampled_from(QUEUES), max_size=3))
+FIRST_LAYERS = {Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT}
+"""Told before impossibility: a workflow's limit, and a queue's pause or count, which hold for
+all of the queue's work alike."""
 LIMIT_REASONS = {
     Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA,
     Reason.TEAM_LIMIT, Reason.TEAM_QUOTA, Reason.GLOBAL_LIMIT, Reason.GLOBAL_QUOTA,
@@ -31,21 +45,14 @@ def pending(snap: Snapshot) -> dict[str, Workload]:
     return {w.key: w for w in snap.workloads if w.state is State.PENDING}
 
 
-def level(snap: Snapshot, w: Workload) -> int:
-    queue = snap.queues.get(w.queue)
-    return queue.priority if queue is not None else -1
-
-
-def starving(snap: Snapshot, w: Workload) -> bool:
-    return snap.now - w.created > snap.policy.starvation_seconds
-
-
 def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     """Every workload left waiting is kept by what its reason says, and nothing else fits.
 
-    This is work conservation: a pending workload that fits every limit and that no hold of
-    higher (or starving) priority covers cannot be left waiting, except behind its own queue's
-    blocked head.
+    This is work conservation: a pending workload that fits every limit cannot be left waiting
+    unless a head of higher (or starving) priority that could run now needs what it would take,
+    or it stands behind its StrictFIFO queue's blocked head. Work that can never run under the
+    current limits says so, with the reason of the quota it exceeds, unless its group, its
+    workflow or its queue's pause or count stops it first; it is counted either way.
     """
     after = usage_after(snap, decision.release)
     waiting = pending(snap)
@@ -54,29 +61,43 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     assert set(decision.waiting) == set(waiting)
     assert dict(decision.waiting.reasons()) == {k: w.reason for k, w in decision.waiting.items()}
     assert all(decision.waiting[k] == w for k, w in decision.waiting.items())
+    impossible: dict[str, int] = {}
     for key, wait in decision.waiting.items():
         w = waiting[key]
+        beyond = never(w, snap)
+        if beyond is not None:
+            impossible[w.queue] = impossible.get(w.queue, 0) + 1
         failing = failing_layers(w, snap, after)
         if not w.complete:
             assert wait.reason is Reason.GROUP_INCOMPLETE, (key, wait)
             continue
-        if failing:
+        if failing and failing[0] in FIRST_LAYERS:
             assert wait.reason is failing[0], (key, wait, failing)
             continue
+        if beyond is not None:
+            assert wait.reason is beyond, (key, wait)
+            assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
+            continue
+        if failing:
+            assert wait.reason is failing[0], (key, wait, failing)
+            assert not wait.message.startswith("can never run"), (key, wait)
+            continue
         assert wait.reason in (Reason.HELD_FOR_PRIORITY, Reason.WAITING_TURN), (key, wait)
+        assert excused(w, snap, list(waiting.values()), after), (key, wait)
         match = re.match(r"(held for|behind) (\S+)", wait.message)
         assert match, wait.message
         holder = waiting[match[2]]
         assert holder is not w and holder.key in decision.waiting
         if wait.reason is Reason.HELD_FOR_PRIORITY:
+            assert could_run(holder, snap, after), (key, wait)
             assert level(snap, holder) > level(snap, w) or (
                 level(snap, holder) == level(snap, w) and starving(snap, holder)
             ), (key, wait)
         else:
             assert holder.queue == w.queue
-            queue = snap.queues[w.queue]
-            assert queue.ordering is Ordering.STRICT_FIFO or starving(snap, holder), (key, wait)
+            assert snap.queues[w.queue].ordering is Ordering.STRICT_FIFO, (key, wait)
             assert decision.waiting[holder.key].position < wait.position
+    assert dict(decision.waiting.impossible()) == impossible
 
 
 @SETTINGS
@@ -117,12 +138,11 @@ def test_a_higher_priority_queues_fitting_head_is_never_passed_over(snap: Snapsh
 
 
 def first_fitting_head(snap: Snapshot, decision: Decision, queue: str, usage: Usage) -> Workload | None:
-    """The queue's first whole waiting workload that its own queue has room for, if any."""
+    """The queue's first whole waiting workload that could run now but for shared capacity."""
     released = {w.key for w in decision.release}
     line = [w for w in pending(snap).values() if w.queue == queue and w.key not in released and w.complete]
     for w in in_queue_order(line):
-        queue_layers = {Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA}
-        if not queue_layers & set(failing_layers(w, snap, usage)):
+        if could_run(w, snap, usage):
             return w
     return None
 
@@ -152,14 +172,18 @@ def test_lower_priority_work_never_takes_quota_a_higher_head_is_short_of(
 
 @SETTINGS
 @given(any_snapshots(), turns_)
-def test_a_strict_fifo_queue_releases_nothing_behind_a_whole_workload_that_waits(
+def test_a_strict_fifo_queue_releases_nothing_behind_a_whole_possible_workload_that_waits(
     snap: Snapshot, turns: Turns
 ) -> None:
     decision = dispatch(snap, turns)
     for queue in snap.queues.values():
         if queue.ordering is not Ordering.STRICT_FIFO:
             continue
-        order = in_queue_order(w for w in pending(snap).values() if w.queue == queue.name and w.complete)
+        order = in_queue_order(
+            w
+            for w in pending(snap).values()
+            if w.queue == queue.name and w.complete and never(w, snap) is None
+        )
         released = [i for i, w in enumerate(order) if w in decision.release]
         waiting = [i for i, w in enumerate(order) if w not in decision.release]
         assert not released or not waiting or max(released) < min(waiting)
