@@ -252,3 +252,45 @@ def test_saturated_equal_queues_get_releases_within_one_of_each_other_over_any_w
         for q in sequence[start:]:
             counts[q] += 1
             assert max(counts.values()) - min(counts.values()) <= 1, sequence
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 4),
+    st.integers(1, 2),
+    st.integers(1, 3),
+    st.sampled_from(QUEUES),
+    st.integers(10, 30),
+)
+def test_starving_backlogs_leave_the_other_queues_alternating(
+    queue_count: int, starving_count: int, slots: int, last: str, cycles: int
+) -> None:
+    """Queues of equal priority; the first ``starving_count`` have old backlogs past
+    starvationSeconds, the others get one fresh workload per cycle, and everything released
+    finishes before the next cycle. Among the others, releases stay within one of each other
+    over any window: starving claims never move their turns."""
+    names = QUEUES[:queue_count]
+    old, fresh = names[:starving_count], names[starving_count:]
+    workloads = [
+        make_workload(i * 100 + j, q, "", State.PENDING, 1, 0, 0, 5000 - j, "", None, 0, 1)
+        for i, q in enumerate(old)
+        for j in range(60)
+    ]
+    snap = Snapshot({q: Queue(q) for q in names}, {}, Policy(max_running=slots), workloads, NOW)
+    turns, sequence = Turns({0: last}), []
+    for cycle in range(cycles):
+        arrivals = [
+            make_workload(10_000 + cycle * 10 + k, q, "", State.PENDING, 1, 0, 0, 0, "", None, 0, 1)
+            for k, q in enumerate(fresh)
+        ]
+        snap = Snapshot(snap.queues, {}, snap.policy, [*snap.workloads, *arrivals], NOW)
+        decision = dispatch(snap, turns)
+        sequence += [w.queue for w in decision.release if w.queue in fresh]
+        gone = {w.key for w in decision.release}
+        snap = Snapshot(snap.queues, {}, snap.policy, [w for w in snap.workloads if w.key not in gone], NOW)
+        turns = decision.turns
+    for start in range(len(sequence)):
+        counts = dict.fromkeys(fresh, 0)
+        for q in sequence[start:]:
+            counts[q] += 1
+            assert max(counts.values()) - min(counts.values()) <= 1, sequence
