@@ -137,6 +137,19 @@ def ceilings(queue: Queue | None, team: Team | None, policy: Policy) -> Ceilings
     return tuple(caps.items())
 
 
+def floor(queue: Queue | None, limits: Snapshot) -> Ceilings:
+    """The smallest cap per resource that any workload of ``queue`` could be under, whatever its
+    team: a workload within these is possible, one above them needs ``ceilings`` of its team."""
+    caps: dict[str, int] = {}
+    quotas = [queue.quota if queue else EMPTY, limits.policy.quota]
+    quotas.extend(team.quota for team in limits.teams.values())
+    for quota in quotas:
+        for name, cap in quota.items():
+            if name not in caps or cap < caps[name]:
+                caps[name] = cap
+    return tuple(caps.items())
+
+
 def within(requests: Resources, caps: Ceilings) -> bool:
     """Whether ``requests`` stay within ``caps`` (the fast, negative answer to ``impossible``)."""
     for name, cap in caps:  # noqa: SIM110 - a loop beats all() over a generator on this hot path

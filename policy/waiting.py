@@ -7,14 +7,13 @@ after every release, the holds, and where each queue stopped. Because usage only
 a decision and holds are only added, a workload that did not fit when it was tried still does
 not fit in that final state, so the answer read is the one that applies now.
 
-The reason is the first that applies, in this order: ``GroupIncomplete``; ``WorkflowLimit``;
-the queue's pause or count limit (``QueuePaused``, ``QueueLimit``: one answer for all of a
-queue's work); then, for work that can never run under the current limits, the reason of the
-quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or ``GlobalQuota``) with a message
-that says so and by how much; then the remaining layers of limits (queue quota, team,
+The reason is the first that applies, in this order: for work that can never run under the
+current limits, the reason of the quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or
+``GlobalQuota``) with a message that says so and by how much, since nothing else matters
+while that holds; ``GroupIncomplete``; then the four layers of limits (workflow, queue, team,
 cluster); then ``HeldForPriority``; and else ``WaitingTurn`` (the workload would fit, but
 stands behind a StrictFIFO queue's blocked head). ``impossible()`` counts the work that can
-never run per queue, whatever reason each shows.
+never run, per queue.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from policy.limits import (
     Ceilings,
     ceilings,
     describe,
+    floor,
     impossible,
     queue_blocking,
     queue_full,
@@ -65,7 +65,9 @@ class Waiting(Mapping[str, Wait]):
         self._index: dict[str, tuple[Line, Workload]] | None = None
         self._positions: dict[str, dict[str, int]] = {}
         self._uniform: dict[str, tuple[Reason, str] | None] = {}
-        self._ceilings: dict[tuple[str, str], Ceilings] = {}
+        self._floors: dict[str, Ceilings] = {}  # queue -> the smallest caps its work could face
+        self._every: dict[str, bool] = {}  # queue -> all its work is within its floor
+        self._ceilings: dict[tuple[str, str], Ceilings] = {}  # (queue, team) -> its caps
         self._impossible: dict[str, int] | None = None
 
     # --- Mapping ---------------------------------------------------------------------------
@@ -113,32 +115,27 @@ class Waiting(Mapping[str, Wait]):
         for line in self._lines.values():
             released = line.released
             uniform = self._uniform_for(line)
+            every = uniform is not None and self._all_possible(line)
+            possible = self._possible
             for w in line.order:
                 key = w.key
                 if key in released:
                     continue
-                if uniform is not None and _queue_answers_for(w):
+                if uniform is not None and _queue_answers_for(w) and (every or possible(w, line)):
                     yield key, uniform[0]
                 else:
                     yield key, cause(w, line)[0]
 
     def impossible(self) -> Mapping[str, int]:
         """Queue -> how many of its waiting workloads can never run under the current limits
-        (only queues that have any), whatever reason each one shows: what an alert watches.
-        Worked out once, on the first call, with one pass over the waiting work."""
+        (only queues that have any): what an alert watches. Worked out on the first call."""
         if self._impossible is None:
             counts: dict[str, int] = {}
-            snapshot = self._snapshot
-            for line in self._lines.values():
-                by_team: dict[str, Ceilings] = {}
-                count = 0
-                for w in line.order:  # released work fits every quota: never counted
-                    caps = by_team.get(w.team)
-                    if caps is None:
-                        team = snapshot.teams.get(w.team) if w.team else None
-                        caps = by_team[w.team] = ceilings(line.queue, team, snapshot.policy)
-                    if caps and not within(w.requests, caps):
-                        count += 1
+            possible = self._possible
+            for line in self._lines.values():  # released work fits every quota: never counted
+                if self._all_possible(line):
+                    continue
+                count = sum(1 for w in line.order if not possible(w, line))
                 if count:
                     counts[line.name] = count
             self._impossible = counts
@@ -147,6 +144,10 @@ class Waiting(Mapping[str, Wait]):
     def explain(self, w: Workload, line: Line) -> tuple[Reason, str]:
         """The reason and message for ``w``, a pending workload of ``line`` that stays."""
         snapshot = self._snapshot
+        if not self._all_possible(line) and not self._possible(w, line):
+            never = impossible(w, line.queue, snapshot)
+            assert never is not None
+            return never.reason, never.message
         reason, hold = self._cause(w, line)
         if reason is Reason.GROUP_INCOMPLETE:
             group = w.pods[0].group
@@ -159,10 +160,6 @@ class Waiting(Mapping[str, Wait]):
             uniform = self._uniform_for(line)
             if uniform is not None and uniform[0] is reason:
                 return uniform
-            if reason in _QUOTAS and not self._possible(w, line):
-                never = impossible(w, line.queue, snapshot)
-                assert never is not None and never.reason is reason
-                return reason, never.message
             return reason, describe(reason, w, line.name, snapshot, self._ledger)
         head = line.stop
         if head is not None and head is not w:
@@ -172,17 +169,17 @@ class Waiting(Mapping[str, Wait]):
     def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
         """The reason alone (and the hold, when one is the reason): no message is formatted."""
         ledger = self._ledger
-        if not w.complete:
+        if not self._all_possible(line) and not self._possible(w, line):
+            never = impossible(w, line.queue, self._snapshot)
+            assert never is not None
+            return never.reason, None
+        if len(w.pods) < w.group_size or w.disagreement:
             return Reason.GROUP_INCOMPLETE, None
         if workflow_full(w, ledger):
             return Reason.WORKFLOW_LIMIT, None
         uniform = self._uniform_for(line)
         if uniform is not None:
             return uniform[0], None
-        if not self._possible(w, line):
-            never = impossible(w, line.queue, self._snapshot)
-            assert never is not None
-            return never.reason, None
         reason = queue_blocking(w, line.queue, ledger) or shared_blocking(w, self._snapshot, ledger)
         if reason is not None:
             return reason, None
@@ -194,14 +191,41 @@ class Waiting(Mapping[str, Wait]):
     # --- internals -------------------------------------------------------------------------
 
     def _possible(self, w: Workload, line: Line) -> bool:
-        """Whether ``w`` could ever run under the current limits (the fast test, cached caps)."""
+        """Whether ``w`` could ever run under the current limits: within its queue's floor (one
+        look-up per resource, the usual answer), else within the caps of its own team."""
+        caps = self._floor(line)
+        requests = w.requests
+        for name, cap in caps:
+            if requests.get(name, 0) > cap:
+                break
+        else:
+            return True
         key = (line.name, w.team)
-        caps = self._ceilings.get(key)
-        if caps is None:
+        exact = self._ceilings.get(key)
+        if exact is None:
             snapshot = self._snapshot
             team = snapshot.teams.get(w.team) if w.team else None
-            caps = self._ceilings[key] = ceilings(line.queue, team, snapshot.policy)
-        return not caps or within(w.requests, caps)
+            exact = self._ceilings[key] = ceilings(line.queue, team, snapshot.policy)
+        return within(requests, exact)
+
+    def _all_possible(self, line: Line) -> bool:
+        """Whether every workload of ``line`` is within its floor: then none is impossible. One
+        pass over the queue's requests per resource of the floor, cached."""
+        every = self._every.get(line.name)
+        if every is None:
+            order = line.order
+            every = all(
+                max([w.requests.get(name, 0) for w in order], default=0) <= cap
+                for name, cap in self._floor(line)
+            )
+            self._every[line.name] = every
+        return every
+
+    def _floor(self, line: Line) -> Ceilings:
+        caps = self._floors.get(line.name)
+        if caps is None:
+            caps = self._floors[line.name] = floor(line.queue, self._snapshot)
+        return caps
 
     def _uniform_for(self, line: Line) -> tuple[Reason, str] | None:
         """The queue layer's answer when it is the same for every workload of the queue.
@@ -238,26 +262,25 @@ class Waiting(Mapping[str, Wait]):
         for line in self._lines.values():
             released = line.released
             uniform = self._uniform_for(line)
+            every = uniform is not None and self._all_possible(line)
+            possible = self._possible
             position = 0
             for w in line.ensure_sorted():
                 key = w.key
                 if key in released:
                     continue
                 position += 1
-                if uniform is not None and _queue_answers_for(w):
+                if uniform is not None and _queue_answers_for(w) and (every or possible(w, line)):
                     yield key, Wait(uniform[0], uniform[1], position)
                 else:
                     reason, message = explain(w, line)
                     yield key, Wait(reason, message, position)
 
 
-_QUOTAS = frozenset({Reason.QUEUE_QUOTA, Reason.TEAM_QUOTA, Reason.GLOBAL_QUOTA})
-
-
 def _queue_answers_for(w: Workload) -> bool:
-    """Whether a queue's uniform answer is ``w``'s too: nothing of its own (an incomplete or
-    disagreeing group, a workflow limit) comes before the queue's layer. A fast path for deep,
-    full queues."""
+    """Whether a queue's uniform answer is ``w``'s too, if ``w`` could ever run: nothing of its
+    own (an incomplete or disagreeing group, a workflow limit) comes before the queue's layer.
+    A fast path for deep, full queues."""
     return w.workflow_max_running is None and len(w.pods) >= w.group_size and not w.disagreement
 
 

@@ -32,9 +32,6 @@ from tests.property.snapshots import NOW, QUEUES, any_snapshots, applied, make_w
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 turns_ = st.builds(Turns, st.dictionaries(st.integers(0, 2), st.sampled_from(QUEUES), max_size=3))
-FIRST_LAYERS = {Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT}
-"""Told before impossibility: a workflow's limit, and a queue's pause or count, which hold for
-all of the queue's work alike."""
 LIMIT_REASONS = {
     Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA,
     Reason.TEAM_LIMIT, Reason.TEAM_QUOTA, Reason.GLOBAL_LIMIT, Reason.GLOBAL_QUOTA,
@@ -51,8 +48,8 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     This is work conservation: a pending workload that fits every limit cannot be left waiting
     unless a head of higher (or starving) priority that could run now needs what it would take,
     or it stands behind its StrictFIFO queue's blocked head. Work that can never run under the
-    current limits says so, with the reason of the quota it exceeds, unless its group, its
-    workflow or its queue's pause or count stops it first; it is counted either way.
+    current limits says so first of all, with the reason of the quota it exceeds, and is
+    counted per queue.
     """
     after = usage_after(snap, decision.release)
     waiting = pending(snap)
@@ -67,16 +64,12 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
         beyond = never(w, snap)
         if beyond is not None:
             impossible[w.queue] = impossible.get(w.queue, 0) + 1
+            assert wait.reason is beyond, (key, wait)
+            assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
+            continue
         failing = failing_layers(w, snap, after)
         if not w.complete:
             assert wait.reason is Reason.GROUP_INCOMPLETE, (key, wait)
-            continue
-        if failing and failing[0] in FIRST_LAYERS:
-            assert wait.reason is failing[0], (key, wait, failing)
-            continue
-        if beyond is not None:
-            assert wait.reason is beyond, (key, wait)
-            assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
             continue
         if failing:
             assert wait.reason is failing[0], (key, wait, failing)

@@ -68,24 +68,34 @@ IMPOSSIBLE = [
         released=["group:g"],
     ),
     Case(
-        "an incomplete group is told so first, even when its present pods already sum over a quota",
+        "a group whose present pods already sum over a quota says so before it is complete",
         [gated(f"w{i}").group("g", 4).gpus(5) for i in range(2)],
         queues=[MakeQueue("a").quota(gpus=8)],
-        waiting={"group:g": (R.GROUP_INCOMPLETE, "group g: 2/4 pods")},
+        waiting={"group:g": (R.QUEUE_QUOTA, NEVER + "needs 10 nvidia.com/gpu; queue a quota is 8")},
     ),
     Case(
-        "never is told before the shared limits, even when they stop the work too",
+        "never is told before the limits that stop the work for now",
         [running("r0"), gated("huge").gpus(16)],
         teams=[MakeTeam("vision").max_running(1)],
         policy=MakePolicy().quota(gpus=8).max_running(1),
         waiting={"huge": (R.GLOBAL_QUOTA, NEVER + "needs 16 nvidia.com/gpu; cluster quota is 8")},
     ),
     Case(
-        "a paused queue is told first: that answer holds for all its work alike",
-        [gated("huge").gpus(16)],
-        queues=[MakeQueue("a").paused()],
+        "never is told before a full queue's limit, however long the queue stays full",
+        [running("r0"), gated("huge").gpus(16), gated("fine", at=1).gpus(1)],
+        queues=[MakeQueue("a").max_running(1)],
         policy=MakePolicy().quota(gpus=8),
-        waiting={"huge": (R.QUEUE_PAUSED, "queue a is paused")},
+        waiting={
+            "huge": (R.GLOBAL_QUOTA, NEVER + "needs 16 nvidia.com/gpu; cluster quota is 8"),
+            "fine": (R.QUEUE_LIMIT, "queue a: 1/1 running"),
+        },
+    ),
+    Case(
+        "never is told before a paused queue, and before its workflow's limit",
+        [running("r0", queue="b").workflow("sweep", 1), gated("huge").gpus(16).workflow("sweep", 1)],
+        queues=[MakeQueue("a").paused(), MakeQueue("b")],
+        policy=MakePolicy().quota(gpus=8),
+        waiting={"huge": (R.GLOBAL_QUOTA, NEVER + "needs 16 nvidia.com/gpu; cluster quota is 8")},
     ),
     Case(
         "the first quota it exceeds in layer order is named: team before cluster",
@@ -121,7 +131,7 @@ def test_impossible(case: Case) -> None:
     check(case)
 
 
-def test_impossible_workloads_are_counted_per_queue_for_an_alert_whatever_reason_they_show() -> None:
+def test_impossible_workloads_are_counted_per_queue_for_an_alert() -> None:
     snap = snapshot(
         [
             gated("huge", queue="high").gpus(16),
@@ -134,8 +144,14 @@ def test_impossible_workloads_are_counted_per_queue_for_an_alert_whatever_reason
         [MakeQueue("high").priority(10), MakeQueue("low").paused()],
         policy=MakePolicy().quota(gpus=8),
     )
-    waiting = dispatch(snap).waiting
+    decision = dispatch(snap)
+    waiting = decision.waiting
+    assert [w.key for w in decision.release] == ["ml/fine"]
     assert dict(waiting.impossible()) == {"high": 3, "low": 1}
-    assert waiting["ml/group:g"].reason is R.GROUP_INCOMPLETE
-    assert waiting["ml/huge"].reason is waiting["ml/huge-too"].reason is R.GLOBAL_QUOTA
-    assert waiting["ml/paused-huge"].reason is waiting["ml/paused-fine"].reason is R.QUEUE_PAUSED
+    assert {k: w.reason for k, w in waiting.items()} == {
+        "ml/huge": R.GLOBAL_QUOTA,
+        "ml/huge-too": R.GLOBAL_QUOTA,
+        "ml/group:g": R.GLOBAL_QUOTA,
+        "ml/paused-huge": R.GLOBAL_QUOTA,
+        "ml/paused-fine": R.QUEUE_PAUSED,
+    }
