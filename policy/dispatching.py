@@ -9,20 +9,24 @@ next call and reports ``usage``. The rules, as DESIGN.md states them:
   ``maxRunning``, ``quota``), its team, the cluster (``limits``). The first that fails is the
   reason it waits.
 * Queues of higher priority go first. Queues of equal priority take turns, one release per
-  turn, round-robin by name, starting after the queue that had the last release at that
-  priority (``Turns``); so two saturated queues alternate even when one release fits a call.
-* Inside a queue: pod priority, creation time, key (``ordering``). A ``StrictFIFO`` queue stops
-  at its first workload that does not fit; those behind it wait with their own reason when a
-  limit stops them too, and with ``WaitingTurn`` (naming the head) when only the head does. A
-  ``BestEffortFIFO`` queue lets later work that fits go ahead.
-* Priority is strict over shared capacity: a queue's head that is short of team or cluster quota
-  holds that capacity from lower-priority queues, and from its equal-priority peers too once it
-  has waited longer than ``starvationSeconds`` (``holds``). Starving heads claim first: before
-  the round-robin at their priority, each queue whose head is starving takes its turn for that
-  head, in turn order (so deep, old queues still alternate). A starving head that does not fit
-  holds what it is short of, and its own queue waits behind it.
-* A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist;
-  an incomplete group does not block a StrictFIFO queue.
+  turn, round-robin by name, starting after the queue that had the last release in turn at
+  that priority (``Turns``); so two saturated queues alternate even when one release fits a
+  call.
+* Inside a queue: pod priority, submission time, key (``ordering``). A ``StrictFIFO`` queue
+  stops at its first workload that does not fit; those behind it wait with their own reason
+  when a limit stops them too, and with ``WaitingTurn`` (naming the head) when only the head
+  does. A ``BestEffortFIFO`` queue lets later work that fits go ahead.
+* A workload that can never run under the current limits (it asks for more than a quota by
+  itself) is passed over: it holds nothing, blocks nothing, and says why (``limits``).
+* Priority is strict over shared capacity: a queue's head that could run now but for shared
+  capacity holds what it needs from lower-priority queues, and from its equal-priority peers
+  too once it has waited longer than ``starvationSeconds`` (``holds``).
+* Starving heads claim first: before the round-robin at their priority, each queue whose head
+  is starving takes that head, in turn order. A claim moves the turn only when it was that
+  queue's turn anyway, so the other queues keep their rotation. A starving head that does not
+  fit holds what it needs; the rest of a BestEffortFIFO queue keeps flowing around it.
+* A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist
+  and agree on their queue and workflow; such a group does not block a StrictFIFO queue.
 * Each release is counted at once, so one decision never releases more than the limits allow.
   Running workloads count toward every limit; finished ones do not count at all.
 
@@ -32,13 +36,14 @@ when tried never fits later in the same decision: each queue is walked once, fro
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
 from policy.holds import Holds
-from policy.limits import blocking, queue_blocking, queue_full, workflow_full
+from policy.limits import Ceilings, blocking, ceilings, queue_blocking, queue_full, within, workflow_full
 from policy.model import Snapshot, State, Workload
 from policy.ordering import Line, Turns, rotated
 from policy.pods import Pod
@@ -65,19 +70,35 @@ class Decision:
     stragglers: tuple[Pod, ...] = ()
     """Gated pods of workloads already running: a group whose release was cut short (the
     controller stopped half-way), or a pod that joined a running group. Ungate them too."""
+    claimed: tuple[str, ...] = ()
+    """Keys of the released workloads that went ahead of the round-robin because they had
+    waited longer than ``starvationSeconds``."""
 
 
 class _Cycle:
     """The working state of one decision."""
 
-    __slots__ = ("holds", "ledger", "released", "snapshot", "stopped")
+    __slots__ = ("caps", "claimed", "deadline", "holds", "ledger", "released", "snapshot", "stopped")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.ledger = Ledger()
-        self.holds = Holds()
+        self.holds = Holds(snapshot, self.ledger)
         self.released: list[Workload] = []
+        self.claimed: list[str] = []
+        self.deadline = snapshot.now - snapshot.policy.starvation_seconds  # created before: starving
         self.stopped = False  # the cluster's maxRunning is reached: nothing more can go
+        self.caps: dict[tuple[str, str], Ceilings] = {}
+
+    def never(self, w: Workload, line: Line) -> bool:
+        """Whether ``w`` can never run under the current limits (``limits.impossible``)."""
+        key = (line.name, w.team)
+        caps = self.caps.get(key)
+        if caps is None:
+            snapshot = self.snapshot
+            team = snapshot.teams.get(w.team) if w.team else None
+            caps = self.caps[key] = ceilings(line.queue, team, snapshot.policy)
+        return bool(caps) and not within(w.requests, caps)
 
     def cluster_full(self) -> bool:
         limit = self.snapshot.policy.max_running
@@ -87,6 +108,17 @@ class _Cycle:
         if blocking(w, line.queue, self.snapshot, self.ledger) is not None:
             return False
         return not (self.holds and self.holds.holding(w, line.level) is not None)
+
+    def could_run(self, w: Workload, line: Line) -> bool:
+        """Whether only shared capacity keeps ``w`` back: its workflow, its own queue and its
+        team's count have room for it. Only such work holds anything."""
+        ledger = self.ledger
+        if workflow_full(w, ledger) or queue_blocking(w, line.queue, ledger) is not None:
+            return False
+        team = self.snapshot.teams.get(w.team) if w.team else None
+        if team is None or team.max_running is None:
+            return True
+        return ledger.team_running.get(w.team, 0) < team.max_running
 
     def release(self, w: Workload, line: Line) -> None:
         self.ledger.run(w)
@@ -98,7 +130,8 @@ class _Cycle:
     def seek(self, line: Line, passes: Callable[[Workload], bool]) -> Workload | None:
         """Move ``line``'s cursor to its next whole workload that ``passes``; None when none can.
 
-        Workloads passed over are noted as blocked; a StrictFIFO queue stops at the first one.
+        Workloads passed over are noted as blocked, and a StrictFIFO queue stops at the first
+        one, except work that can never run, which is skipped as if it were not there.
         """
         if queue_full(line.queue, self.ledger) is not None:
             line.done = True
@@ -111,6 +144,8 @@ class _Cycle:
             if passes(w):
                 line.cursor = i
                 return w
+            if self.never(w, line):
+                continue
             if line.strict:
                 line.stop_at(i)
                 return None
@@ -128,36 +163,32 @@ class _Cycle:
         return True
 
     def head(self, line: Line) -> Workload | None:
-        """Move ``line``'s cursor to its head: the first whole workload its queue has room for."""
-        ledger, queue = self.ledger, line.queue
-        return self.seek(line, lambda w: queue_blocking(w, queue, ledger) is None)
+        """Move ``line``'s cursor to its head: the first whole workload that could run now."""
+        return self.seek(line, lambda w: self.could_run(w, line) and not self.never(w, line))
 
-    def serve_starving(self, ring: list[Line]) -> str | None:
+    def serve_starving(self, ring: list[Line], names: Sequence[str], turn: str | None) -> str | None:
         """First claim for starving heads, in turn order, before the round-robin at their priority.
 
-        A starving head that fits is released as its queue's turn. One that does not fit holds
-        what it is short of from its peers (and lower priorities), and its queue waits behind
-        it. Returns the queue released from last, if any.
+        A starving head that fits is released; the claim moves the turn (``turn``, the queue
+        that released last in turn) only when it was that queue's turn anyway. One that does
+        not fit holds what it needs from its peers and lower priorities. Returns the turn.
         """
-        snapshot = self.snapshot
-        deadline = snapshot.now - snapshot.policy.starvation_seconds
-        last = None
+        deadline = self.deadline
         for line in ring:
             if self.stopped:
                 break
             w = self.head(line)
-            if w is None or w.created >= deadline or workflow_full(w, self.ledger):
+            if w is None or w.created >= deadline:
                 continue
             if self.fits(w, line):
                 line.cursor += 1
                 self.release(w, line)
-                last = line.name
+                self.claimed.append(w.key)
+                if line.name == _next_after(names, turn):
+                    turn = line.name
                 continue
-            self.holds.hold_for(w, line.name, line.level, True, snapshot, self.ledger)
-            line.stop = w
-            line.starving_stop = True
-            line.done = True
-        return last
+            self.holds.hold_for(w, line.name, line.level, True)
+        return turn
 
     def take_turns(self, ring: list[Line]) -> str | None:
         """Round-robin over ``ring`` (one priority, in turn order); returns the queue released last."""
@@ -171,20 +202,26 @@ class _Cycle:
         return last
 
     def hold_for_heads(self, lines: list[Line]) -> None:
-        """After a priority is done, each of its queues' heads holds what it is short of."""
-        ledger = self.ledger
+        """After a priority is done, each of its queues' heads holds what it needs."""
+        deadline = self.deadline
         for line in lines:
             head = line.stop
             if head is None:
                 for i in line.blocked:
-                    w = line.order[i]
-                    if queue_blocking(w, line.queue, ledger) is None:
-                        head = w
+                    if self.could_run(line.order[i], line):
+                        head = line.order[i]
                         break
-            elif queue_blocking(head, line.queue, ledger) is not None:
+            elif not self.could_run(head, line):
                 head = None
             if head is not None:
-                self.holds.hold_for(head, line.name, line.level, False, self.snapshot, ledger)
+                self.holds.hold_for(head, line.name, line.level, head.created < deadline)
+
+
+def _next_after(names: Sequence[str], turn: str | None) -> str:
+    """The queue whose turn it is, of ``names`` (sorted), after ``turn``."""
+    if turn is None:
+        return names[0]
+    return names[bisect_right(names, turn) % len(names)]
 
 
 def _lines(snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod]) -> dict[str, Line]:
@@ -230,11 +267,14 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
                 line.done = True
         by_name = {line.name: line for line in active}
         names = sorted(by_name)
-        first = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)])
-        after = first if first is not None else turns.last.get(level)
-        last = cycle.take_turns([by_name[n] for n in rotated(names, after)]) or first
-        if last is not None:
-            moved[level] = last
+        if not names:
+            continue
+        before = turns.last.get(level)
+        turn = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)], names, before)
+        last = cycle.take_turns([by_name[n] for n in rotated(names, turn)])
+        after = last if last is not None else turn
+        if after is not None and after != before:
+            moved[level] = after
         cycle.hold_for_heads(active)
     _count_backlog(lines, ledger)
     return Decision(
@@ -243,6 +283,7 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
         turns=turns.advanced(moved, (q.priority for q in snapshot.queues.values())),
         usage=ledger.tally(snapshot.queues),
         stragglers=tuple(sorted(stragglers, key=_POD_KEY)),
+        claimed=tuple(cycle.claimed),
     )
 
 

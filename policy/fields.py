@@ -138,6 +138,18 @@ def csv(raw: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if n))
 
 
+def instant(raw: str) -> float | None:
+    """An RFC 3339 time with a zone (``2026-11-30T10:04:30.123456Z``) as seconds since the
+    epoch, or None when it is not one."""
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp()
+
+
 def positive_int(raw: str) -> int | None:
     """An annotation's value as a positive integer, or None."""
     if not _POSITIVE.fullmatch(raw) or int(raw) < 1:

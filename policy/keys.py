@@ -40,6 +40,10 @@ ALLOWED_PRESETS_ANNOTATION: Final = "sluicegate.dev/allowed-presets"
 SUBMITTER_ANNOTATION: Final = "sluicegate.dev/submitter"
 APPLIED_PRESETS_ANNOTATION: Final = "sluicegate.dev/applied-presets"
 DISPATCHED_AT_ANNOTATION: Final = "sluicegate.dev/dispatched-at"
+ADMITTED_AT_ANNOTATION: Final = "sluicegate.dev/admitted-at"
+"""When admission admitted the pod: RFC 3339 in UTC with microseconds
+(``2026-11-30T10:04:30.123456Z``). FIFO order inside a queue uses it, because
+``creationTimestamp`` has one-second resolution."""
 
 DEFAULT_MANAGED_RESOURCES: Final = ("nvidia.com/gpu",)
 GPU_RESOURCE: Final = "nvidia.com/gpu"

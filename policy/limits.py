@@ -7,14 +7,21 @@ nothing; a quota caps only the resources it names, summed over running workloads
 
 ``blocking`` is the fast question (which layer stops it, if any) asked once per candidate;
 ``describe`` turns an answer into the message a user reads, with the numbers.
+
+``impossible`` finds work that can never run under the current limits: it asks for more of a
+resource than a queue, team or cluster quota allows by itself, whatever else runs. Such work
+holds nothing and blocks nothing (not even a StrictFIFO queue), and says so. Count limits never
+make work impossible: a workload counts as one, however many pods it has, and ``maxRunning:
+0`` is a stop an administrator chose, read as the limit it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from policy.keys import Reason
-from policy.model import Queue, Snapshot, Workload
+from policy.model import Policy, Queue, Snapshot, Team, Workload
 from policy.quantities import EMPTY, Resources, exceeded, format_amount
 from policy.usage import Ledger
 
@@ -74,20 +81,88 @@ def blocking(w: Workload, queue: Queue | None, limits: Snapshot, ledger: Ledger)
     return queue_blocking(w, queue, ledger) or shared_blocking(w, limits, ledger)
 
 
-def shortfalls(w: Workload, used: Mapping[str, int], quota: Resources) -> frozenset[str]:
-    """Every resource of ``quota`` that ``w`` asks for and that has too little room left."""
-    return frozenset(
-        name
-        for name, cap in quota.items()
-        if w.requests.get(name, 0) and used.get(name, 0) + w.requests[name] > cap
-    )
+@dataclass(frozen=True, slots=True)
+class Never:
+    """Why a workload can never run under the current limits: one quota it exceeds by itself."""
+
+    reason: Reason  # QueueQuota, TeamQuota or GlobalQuota: the layer whose quota it exceeds
+    scope: str  # "queue a", "team vision", "cluster"
+    resource: str
+    need: int
+    cap: int
+
+    @property
+    def message(self) -> str:
+        name = self.resource
+        return (
+            f"can never run under the current limits: needs {format_amount(self.need, name)} "
+            f"{name}; {self.scope} quota is {format_amount(self.cap, name)}"
+        )
+
+
+def _over(requests: Resources, quota: Resources) -> str | None:
+    for name, cap in quota.items():
+        if requests.get(name, 0) > cap:
+            return name
+    return None
+
+
+def impossible(w: Workload, queue: Queue | None, limits: Snapshot) -> Never | None:
+    """The first quota, in layer order (queue, team, cluster), that ``w`` exceeds by itself."""
+    requests = w.requests
+    if not requests:
+        return None
+    if queue is not None and queue.quota and (name := _over(requests, queue.quota)):
+        return Never(Reason.QUEUE_QUOTA, f"queue {queue.name}", name, requests[name], queue.quota[name])
+    team = limits.teams.get(w.team) if w.team else None
+    if team is not None and team.quota and (name := _over(requests, team.quota)):
+        return Never(Reason.TEAM_QUOTA, f"team {team.name}", name, requests[name], team.quota[name])
+    quota = limits.policy.quota
+    if quota and (name := _over(requests, quota)):
+        return Never(Reason.GLOBAL_QUOTA, "cluster", name, requests[name], quota[name])
+    return None
+
+
+Ceilings = tuple[tuple[str, int], ...]
+
+
+def ceilings(queue: Queue | None, team: Team | None, policy: Policy) -> Ceilings:
+    """The smallest cap per resource over the quotas a workload of ``queue`` and ``team`` is
+    under: a workload that asks for no more than these is possible (``impossible`` is None)."""
+    caps: dict[str, int] = {}
+    for quota in (queue.quota if queue else EMPTY, team.quota if team else EMPTY, policy.quota):
+        for name, cap in quota.items():
+            if name not in caps or cap < caps[name]:
+                caps[name] = cap
+    return tuple(caps.items())
+
+
+def floor(queue: Queue | None, limits: Snapshot) -> Ceilings:
+    """The smallest cap per resource that any workload of ``queue`` could be under, whatever its
+    team: a workload within these is possible, one above them needs ``ceilings`` of its team."""
+    caps: dict[str, int] = {}
+    quotas = [queue.quota if queue else EMPTY, limits.policy.quota]
+    quotas.extend(team.quota for team in limits.teams.values())
+    for quota in quotas:
+        for name, cap in quota.items():
+            if name not in caps or cap < caps[name]:
+                caps[name] = cap
+    return tuple(caps.items())
+
+
+def within(requests: Resources, caps: Ceilings) -> bool:
+    """Whether ``requests`` stay within ``caps`` (the fast, negative answer to ``impossible``)."""
+    for name, cap in caps:  # noqa: SIM110 - a loop beats all() over a generator on this hot path
+        if requests.get(name, 0) > cap:
+            return False
+    return True
 
 
 def _quota_message(scope: str, w: Workload, used: Mapping[str, int], quota: Resources) -> str:
     name = exceeded(used, w.requests, quota) or next(iter(quota))
     return (
-        f"{scope}: {format_amount(used.get(name, 0))}/{format_amount(quota[name])} {name} in use, "
-        f"needs {format_amount(w.requests.get(name, 0))}"
+        f"{scope}: {format_amount(used.get(name, 0), name)}/{format_amount(quota[name], name)} {name} "
+        f"in use, needs {format_amount(w.requests.get(name, 0), name)}"
     )
 
 

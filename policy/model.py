@@ -269,13 +269,15 @@ class Workload:
     priority: int = 0
     created: float = 0.0
     workflow: str = ""  # namespace-qualified: "ns/name"; empty when the pod belongs to none
-    workflow_max_running: int | None = None
+    workflow_max_running: int | None = None  # the smallest its pods carry
     group_size: int = 1
+    disagreement: str = ""  # why a group's pods cannot go as one, e.g. they name two queues
 
     @property
     def complete(self) -> bool:
-        """A pod group is released only when every one of its pods exists."""
-        return len(self.pods) >= self.group_size
+        """A pod group is released only when every one of its pods exists and they agree on
+        their queue and workflow."""
+        return len(self.pods) >= self.group_size and not self.disagreement
 
 
 @dataclass(frozen=True, slots=True)

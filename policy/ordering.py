@@ -84,7 +84,6 @@ class Line:
         "queue",
         "released",
         "sorted",
-        "starving_stop",
         "stop",
     )
 
@@ -98,8 +97,7 @@ class Line:
         self.done = False
         self.released: set[str] = set()
         self.blocked: list[int] = []  # indices tried and found not to fit, in order
-        self.stop: Workload | None = None  # the head this queue stopped at (StrictFIFO, starving)
-        self.starving_stop = False
+        self.stop: Workload | None = None  # the workload a StrictFIFO queue stopped at
 
     @property
     def strict(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -35,12 +36,42 @@ def _container_requests(container: Obj, where: str) -> Resources:
     return MappingProxyType({**limits, **requests})
 
 
+def pod_level_resource(resource: str) -> bool:
+    """Whether a pod may declare ``resource`` in ``spec.resources`` (Kubernetes 1.34+):
+    cpu, memory and huge pages; a pod-level amount of anything else counts for nothing."""
+    return resource in _POD_LEVEL or resource.startswith("hugepages-")
+
+
+_POD_LEVEL = frozenset({"cpu", "memory"})
+_OVERCOMMITTABLE = _POD_LEVEL  # of the pod-level resources, those not huge pages
+
+
+def _pod_level_requests(spec: Obj, containers: Resources) -> dict[str, int]:
+    """``spec.resources`` requests, as the API server stores them after defaulting.
+
+    When the pod sets pod-level limits, a pod-level resource it gives no request for takes the
+    containers' request of it when they make one (cpu and memory), else the pod-level limit.
+    """
+    resources = fields.mapping(spec.get("resources"), "resources")
+    requests = fields.resources(resources.get("requests"), "resources.requests")
+    limits = fields.resources(resources.get("limits"), "resources.limits")
+    out = {name: amount for name, amount in requests.items() if pod_level_resource(name)}
+    for name, amount in limits.items():
+        if name in out or not pod_level_resource(name):
+            continue
+        out[name] = containers[name] if name in _OVERCOMMITTABLE and name in containers else amount
+    return out
+
+
 def pod_requests(spec: Obj) -> Resources:
-    """What a pod asks of a node, the way kube-scheduler counts it.
+    """What a pod asks of a node, the way kube-scheduler counts it (v1.36 ``PodRequests``).
 
     Regular containers and restartable init containers (sidecars) run together and add up;
     each ordinary init container runs alone, beside the sidecars started before it, so the
-    pod needs the larger of the two; ``overhead`` comes on top.
+    pod needs the larger of the two. Pod-level requests (``spec.resources``: cpu, memory,
+    huge pages) replace the containers' total of the same resource; the API server refuses a
+    pod whose pod-level request is below that total, so it is the larger of the two.
+    ``overhead`` comes on top.
     """
     running: Resources = EMPTY
     for i, c in enumerate(spec.get("containers") or ()):
@@ -56,8 +87,36 @@ def pod_requests(spec: Obj) -> Resources:
         else:
             init_peak = maximum(init_peak, add(sidecars, requests))
     need = maximum(add(running, sidecars), init_peak)
+    if spec.get("resources"):
+        pod_level = _pod_level_requests(spec, need)
+        if pod_level:
+            need = {**need, **pod_level}
     overhead = fields.resources(spec.get("overhead"), "overhead")
     return MappingProxyType(dict(add(need, overhead)))
+
+
+ADMISSION_WINDOW = 60.0
+"""Seconds before ``creationTimestamp`` within which an admission stamp is believed: mutating
+admission runs before the API server sets ``creationTimestamp``, by at most the webhooks'
+timeouts (30 s at most each). A stamp outside the window (copied from a template, say) is
+ignored."""
+
+
+def format_admitted_at(seconds: float) -> str:
+    """The value of ``sluicegate.dev/admitted-at``: RFC 3339, UTC, microseconds."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def submitted_at(annotations: Mapping[str, str], created: float) -> float:
+    """When the pod was submitted, for FIFO order: its admission stamp, to the microsecond,
+    when it has a believable one; else ``created`` (``creationTimestamp``, whole seconds)."""
+    raw = annotations.get(keys.ADMITTED_AT_ANNOTATION)
+    if not raw:
+        return created
+    stamp = fields.instant(raw)
+    if stamp is None or (created and not created - ADMISSION_WINDOW <= stamp < created + 1):
+        return created
+    return stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +130,7 @@ class Pod:
     annotations: Mapping[str, str] = field(default_factory=lambda: fields.NO_STRINGS)
     requests: Resources = field(default_factory=lambda: EMPTY)
     priority: int = 0
-    created: float = 0.0
+    created: float = 0.0  # submission time: the admission stamp, else creationTimestamp
     phase: Phase = Phase.PENDING
     gated: bool = False
     node_name: str = ""
@@ -121,15 +180,17 @@ class Pod:
             requests = pod_requests(spec)
         except InvalidObject as e:
             raise InvalidObject(f"{where}: {e}") from e
+        annotations = fields.labels(meta.get("annotations"), f"{where}: metadata.annotations")
+        created = fields.timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
         return cls(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
             labels=fields.labels(meta.get("labels"), f"{where}: metadata.labels"),
-            annotations=fields.labels(meta.get("annotations"), f"{where}: metadata.annotations"),
+            annotations=annotations,
             requests=requests,
             priority=fields.whole(spec.get("priority"), f"{where}: spec.priority"),
-            created=fields.timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"),
+            created=submitted_at(annotations, created),
             phase=Phase(phase) if phase in Phase.__members__.values() else Phase.UNKNOWN,
             gated=any(g.get("name") == keys.GATE for g in gates),
             node_name=str(spec.get("nodeName") or ""),

@@ -7,10 +7,13 @@ after every release, the holds, and where each queue stopped. Because usage only
 a decision and holds are only added, a workload that did not fit when it was tried still does
 not fit in that final state, so the answer read is the one that applies now.
 
-The reason is the first that applies, in this order: ``GroupIncomplete``; then the four
-layers of limits (workflow, queue, team, cluster); then ``HeldForPriority``; and else
-``WaitingTurn`` (the workload would fit, but stands behind a StrictFIFO queue's blocked head,
-or behind a head that is starving).
+The reason is the first that applies, in this order: for work that can never run under the
+current limits, the reason of the quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or
+``GlobalQuota``) with a message that says so and by how much, since nothing else matters
+while that holds; ``GroupIncomplete``; then the four layers of limits (workflow, queue, team,
+cluster); then ``HeldForPriority``; and else ``WaitingTurn`` (the workload would fit, but
+stands behind a StrictFIFO queue's blocked head). ``impossible()`` counts the work that can
+never run, per queue.
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ from dataclasses import dataclass
 
 from policy.holds import Hold, Holds
 from policy.keys import Reason
-from policy.limits import describe, queue_blocking, queue_full, shared_blocking, workflow_full
+from policy.limits import (
+    Ceilings,
+    ceilings,
+    describe,
+    floor,
+    impossible,
+    queue_blocking,
+    queue_full,
+    shared_blocking,
+    within,
+    workflow_full,
+)
 from policy.model import Snapshot, Workload
 from policy.ordering import Line
 from policy.usage import Ledger
@@ -51,6 +65,10 @@ class Waiting(Mapping[str, Wait]):
         self._index: dict[str, tuple[Line, Workload]] | None = None
         self._positions: dict[str, dict[str, int]] = {}
         self._uniform: dict[str, tuple[Reason, str] | None] = {}
+        self._floors: dict[str, Ceilings] = {}  # queue -> the smallest caps its work could face
+        self._every: dict[str, bool] = {}  # queue -> all its work is within its floor
+        self._ceilings: dict[tuple[str, str], Ceilings] = {}  # (queue, team) -> its caps
+        self._impossible: dict[str, int] | None = None
 
     # --- Mapping ---------------------------------------------------------------------------
 
@@ -97,21 +115,45 @@ class Waiting(Mapping[str, Wait]):
         for line in self._lines.values():
             released = line.released
             uniform = self._uniform_for(line)
+            every = uniform is not None and self._all_possible(line)
+            possible = self._possible
             for w in line.order:
                 key = w.key
                 if key in released:
                     continue
-                if uniform is not None and _queue_answers_for(w):
+                if uniform is not None and _queue_answers_for(w) and (every or possible(w, line)):
                     yield key, uniform[0]
                 else:
                     yield key, cause(w, line)[0]
 
+    def impossible(self) -> Mapping[str, int]:
+        """Queue -> how many of its waiting workloads can never run under the current limits
+        (only queues that have any): what an alert watches. Worked out on the first call."""
+        if self._impossible is None:
+            counts: dict[str, int] = {}
+            possible = self._possible
+            for line in self._lines.values():  # released work fits every quota: never counted
+                if self._all_possible(line):
+                    continue
+                count = sum(1 for w in line.order if not possible(w, line))
+                if count:
+                    counts[line.name] = count
+            self._impossible = counts
+        return self._impossible
+
     def explain(self, w: Workload, line: Line) -> tuple[Reason, str]:
         """The reason and message for ``w``, a pending workload of ``line`` that stays."""
-        reason, hold = self._cause(w, line)
         snapshot = self._snapshot
+        if not self._all_possible(line) and not self._possible(w, line):
+            never = impossible(w, line.queue, snapshot)
+            assert never is not None
+            return never.reason, never.message
+        reason, hold = self._cause(w, line)
         if reason is Reason.GROUP_INCOMPLETE:
-            return reason, f"group {w.pods[0].group}: {len(w.pods)}/{w.group_size} pods"
+            group = w.pods[0].group
+            if w.disagreement:
+                return reason, f"group {group}: {w.disagreement}"
+            return reason, f"group {group}: {len(w.pods)}/{w.group_size} pods"
         if hold is not None:
             return reason, hold.message(snapshot.now, snapshot.policy.starvation_seconds)
         if reason is not Reason.WAITING_TURN:
@@ -121,17 +163,17 @@ class Waiting(Mapping[str, Wait]):
             return reason, describe(reason, w, line.name, snapshot, self._ledger)
         head = line.stop
         if head is not None and head is not w:
-            if line.starving_stop:
-                return reason, (
-                    f"behind {head.key} in queue {line.name}, which has waited over starvationSeconds"
-                )
             return reason, f"behind {head.key} at the head of StrictFIFO queue {line.name}"
         return reason, f"waiting for its turn in queue {line.name}"  # pragma: no cover
 
     def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
         """The reason alone (and the hold, when one is the reason): no message is formatted."""
         ledger = self._ledger
-        if len(w.pods) < w.group_size:
+        if not self._all_possible(line) and not self._possible(w, line):
+            never = impossible(w, line.queue, self._snapshot)
+            assert never is not None
+            return never.reason, None
+        if len(w.pods) < w.group_size or w.disagreement:
             return Reason.GROUP_INCOMPLETE, None
         if workflow_full(w, ledger):
             return Reason.WORKFLOW_LIMIT, None
@@ -147,6 +189,43 @@ class Waiting(Mapping[str, Wait]):
         return Reason.WAITING_TURN, None
 
     # --- internals -------------------------------------------------------------------------
+
+    def _possible(self, w: Workload, line: Line) -> bool:
+        """Whether ``w`` could ever run under the current limits: within its queue's floor (one
+        look-up per resource, the usual answer), else within the caps of its own team."""
+        caps = self._floor(line)
+        requests = w.requests
+        for name, cap in caps:
+            if requests.get(name, 0) > cap:
+                break
+        else:
+            return True
+        key = (line.name, w.team)
+        exact = self._ceilings.get(key)
+        if exact is None:
+            snapshot = self._snapshot
+            team = snapshot.teams.get(w.team) if w.team else None
+            exact = self._ceilings[key] = ceilings(line.queue, team, snapshot.policy)
+        return within(requests, exact)
+
+    def _all_possible(self, line: Line) -> bool:
+        """Whether every workload of ``line`` is within its floor: then none is impossible. One
+        pass over the queue's requests per resource of the floor, cached."""
+        every = self._every.get(line.name)
+        if every is None:
+            order = line.order
+            every = all(
+                max([w.requests.get(name, 0) for w in order], default=0) <= cap
+                for name, cap in self._floor(line)
+            )
+            self._every[line.name] = every
+        return every
+
+    def _floor(self, line: Line) -> Ceilings:
+        caps = self._floors.get(line.name)
+        if caps is None:
+            caps = self._floors[line.name] = floor(line.queue, self._snapshot)
+        return caps
 
     def _uniform_for(self, line: Line) -> tuple[Reason, str] | None:
         """The queue layer's answer when it is the same for every workload of the queue.
@@ -183,13 +262,15 @@ class Waiting(Mapping[str, Wait]):
         for line in self._lines.values():
             released = line.released
             uniform = self._uniform_for(line)
+            every = uniform is not None and self._all_possible(line)
+            possible = self._possible
             position = 0
             for w in line.ensure_sorted():
                 key = w.key
                 if key in released:
                     continue
                 position += 1
-                if uniform is not None and _queue_answers_for(w):
+                if uniform is not None and _queue_answers_for(w) and (every or possible(w, line)):
                     yield key, Wait(uniform[0], uniform[1], position)
                 else:
                     reason, message = explain(w, line)
@@ -197,9 +278,10 @@ class Waiting(Mapping[str, Wait]):
 
 
 def _queue_answers_for(w: Workload) -> bool:
-    """Whether a queue's uniform answer is ``w``'s too: nothing of its own (an incomplete group,
-    a workflow limit) comes before the queue's layer. A fast path for deep, full queues."""
-    return w.workflow_max_running is None and len(w.pods) >= w.group_size
+    """Whether a queue's uniform answer is ``w``'s too, if ``w`` could ever run: nothing of its
+    own (an incomplete or disagreeing group, a workflow limit) comes before the queue's layer.
+    A fast path for deep, full queues."""
+    return w.workflow_max_running is None and len(w.pods) >= w.group_size and not w.disagreement
 
 
 class _Items(ItemsView[str, Wait]):

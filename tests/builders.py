@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from policy import keys
 from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
-from policy.pods import Pod
+from policy.pods import Pod, format_admitted_at
 from policy.workloads import build_workloads
 
 Obj = dict[str, Any]
@@ -116,6 +116,10 @@ class MakePod(_Builder):
         self._meta["creationTimestamp"] = timestamp(T0 + seconds_after_t0)
         return self
 
+    def admitted(self, seconds_after_t0: float) -> Self:
+        """The admission stamp, to the microsecond (``created`` keeps whole seconds)."""
+        return self.annotation(keys.ADMITTED_AT_ANNOTATION, format_admitted_at(T0 + seconds_after_t0))
+
     # --- resources -----------------------------------------------------------------------------
 
     def _main(self) -> Obj:
@@ -147,6 +151,17 @@ class MakePod(_Builder):
 
     def init_container(self, name: str, **fields: Any) -> Self:
         self._spec.setdefault("initContainers", []).append({"name": name, "image": "busybox", **fields})
+        return self
+
+    def pod_resources(
+        self, requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None
+    ) -> Self:
+        """Pod-level ``spec.resources`` (Kubernetes 1.34+)."""
+        resources: Obj = self._spec.setdefault("resources", {})
+        if requests is not None:
+            resources["requests"] = dict(requests)
+        if limits is not None:
+            resources["limits"] = dict(limits)
         return self
 
     def spec(self, **fields: Any) -> Self:

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from policy.keys import Reason
-from policy.model import Snapshot, State, Workload
+from policy.model import Ordering, Snapshot, State, Workload
 
 
 class Usage:
@@ -100,3 +100,120 @@ def shortfalls(w: Workload, used: Counter[str], quota: object) -> set[str]:
     """The resources of ``quota`` that ``w`` asks for and that have too little room left."""
     assert hasattr(quota, "items")
     return {r for r, cap in quota.items() if w.requests.get(r, 0) > 0 and used[r] + w.requests[r] > cap}
+
+
+def never(w: Workload, snap: Snapshot) -> Reason | None:
+    """The quota layer whose quota ``w`` exceeds by itself, in layer order; None if none."""
+    queue = snap.queues.get(w.queue)
+    team = snap.teams.get(w.team)
+    scopes = [
+        (Reason.QUEUE_QUOTA, queue.quota if queue is not None else {}),
+        (Reason.TEAM_QUOTA, team.quota if team is not None else {}),
+        (Reason.GLOBAL_QUOTA, snap.policy.quota),
+    ]
+    for reason, quota in scopes:
+        if any(w.requests.get(r, 0) > cap for r, cap in quota.items()):
+            return reason
+    return None
+
+
+OWN_LAYERS = frozenset(
+    {Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA, Reason.TEAM_LIMIT}
+)
+
+
+def could_run(w: Workload, snap: Snapshot, usage: Usage) -> bool:
+    """Only shared capacity keeps ``w`` back: its workflow, its own queue (room and quota) and its
+    team's count have room for it, and no quota is beyond it."""
+    if never(w, snap) is not None:
+        return False
+    layers = set(failing_layers(w, snap, usage))
+    return not layers & OWN_LAYERS
+
+
+def level(snap: Snapshot, w: Workload) -> int:
+    queue = snap.queues.get(w.queue)
+    return queue.priority if queue is not None else -1
+
+
+def starving(snap: Snapshot, w: Workload) -> bool:
+    return snap.now - w.created > snap.policy.starvation_seconds
+
+
+def in_order(workloads: Iterable[Workload]) -> list[Workload]:
+    """Queue order, restated: pod priority (higher first), submission time, key."""
+    return sorted(workloads, key=lambda w: (-w.priority, w.created, w.key))
+
+
+def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Workload]:
+    """Each queue's head among ``waiting``: its first whole workload that could ever run, when
+    that one could run now; for a BestEffortFIFO queue, the first that could run now."""
+    by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
+    for w in waiting:
+        if w.complete and never(w, snap) is None:
+            by_queue[w.queue].append(w)
+    out = []
+    for name, line in by_queue.items():
+        queue = snap.queues.get(name)
+        strict = queue is not None and queue.ordering is Ordering.STRICT_FIFO
+        for w in in_order(line):
+            if could_run(w, snap, usage):
+                out.append(w)
+                break
+            if strict:
+                break
+    return out
+
+
+def _leaves_short(
+    h: Workload, w: Workload, running: int, limit: int | None, used: Counter[str], quota: object
+) -> bool:
+    assert hasattr(quota, "items")
+    if limit is not None and running + 2 > limit:
+        return True
+    asks, needs = w.requests, h.requests
+    return any(
+        asks.get(r, 0) > 0 and needs.get(r, 0) > 0 and used[r] + asks[r] + needs[r] > cap
+        for r, cap in quota.items()
+    )
+
+
+def leaves_short(h: Workload, w: Workload, snap: Snapshot, usage: Usage) -> bool:
+    """Whether releasing ``w`` would leave head ``h`` without something it needs of a scope they
+    share: the last free slot of a count limit, or quota it asks for."""
+    limit = h.workflow_max_running
+    same_workflow = bool(h.workflow) and h.workflow == w.workflow
+    if same_workflow and limit is not None and usage.count[("workflow", h.workflow)] + 2 > limit:
+        return True
+    queue = snap.queues.get(h.queue)
+    if h.queue == w.queue and queue is not None:
+        scope = ("queue", h.queue)
+        if _leaves_short(h, w, usage.count[scope], queue.max_running, usage.used[scope], queue.quota):
+            return True
+    team = snap.teams.get(h.team)
+    if h.team and h.team == w.team and team is not None:
+        scope = ("team", h.team)
+        if _leaves_short(h, w, usage.count[scope], team.max_running, usage.used[scope], team.quota):
+            return True
+    scope = ("cluster", "")
+    policy = snap.policy
+    return _leaves_short(h, w, usage.count[scope], policy.max_running, usage.used[scope], policy.quota)
+
+
+def excused(w: Workload, snap: Snapshot, waiting: list[Workload], usage: Usage) -> bool:
+    """Whether ``w``, which fits every limit under ``usage``, may legitimately wait: a head of
+    higher priority (or a starving one of equal priority) that could run now needs what ``w``
+    would take, or ``w`` stands behind the head of its StrictFIFO queue."""
+    queue = snap.queues.get(w.queue)
+    if queue is not None and queue.ordering is Ordering.STRICT_FIFO:
+        ahead = [v for v in waiting if v.queue == w.queue and v.complete and never(v, snap) is None]
+        if in_order(ahead)[0] is not w:
+            return True
+    mine = level(snap, w)
+    for h in heads(snap, waiting, usage):
+        if h is w:
+            continue
+        applies = level(snap, h) > mine or (level(snap, h) == mine and starving(snap, h))
+        if applies and leaves_short(h, w, snap, usage):
+            return True
+    return False

@@ -1,8 +1,11 @@
-"""Dispatch over random sequences of events: submit, finish, change a limit, pause, and dispatch.
+"""Dispatch over random sequences of events: submit (ordinary work, work too big for any quota,
+work that has waited past starvationSeconds), finish, change a limit, pause, and dispatch.
 
 After every decision the checks of the snapshot properties hold, the release is applied as
 the controller would (the workloads start running), and asking again at once releases nothing.
 Lowering a limit below what runs never stops running work, and nothing more joins that scope.
+A cluster with room and a pending workload that fits every limit releases something unless a
+legitimate hold keeps it; and starving claims move the round-robin turn only in turn.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from policy.dispatching import Turns, dispatch
+from policy.dispatching import Decision, Turns, dispatch
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
-from tests.property.oracle import limit_breaches, usage_after
+from tests.property.oracle import excused, failing_layers, limit_breaches, never, starving, usage_after
 from tests.property.snapshots import GPU, NOW, QUEUES, TEAMS, WORKFLOW_MAX, WORKFLOWS, applied, make_workload
 from tests.property.test_dispatch_properties import reasons_are_true
 
@@ -63,6 +66,28 @@ class Cluster(RuleBasedStateMachine):
         )  # fmt: skip
         self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
 
+    @rule(queue=st.sampled_from(QUEUES), team=st.sampled_from(TEAMS), gpus=st.sampled_from([11, 16]))
+    def submit_impossible(self, queue: str, team: str, gpus: int) -> None:
+        """More GPUs than any quota drawn here allows: impossible wherever a GPU quota is set."""
+        self.counter += 1
+        w = make_workload(self.counter, queue, team, State.PENDING, gpus, 0, 100, 3000, "", None, 0, 1)
+        self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
+
+    @rule(
+        queue=st.sampled_from(QUEUES),
+        team=st.sampled_from(TEAMS),
+        gpus=st.integers(1, 6),
+        workflow=st.sampled_from(["", *WORKFLOWS]),
+    )
+    def submit_starving(self, queue: str, team: str, gpus: int, workflow: str) -> None:
+        """Work submitted long ago: past starvationSeconds at once."""
+        self.counter += 1
+        w = make_workload(
+            self.counter, queue, team, State.PENDING, gpus, 0, 0, 1000 + self.counter,
+            workflow, WORKFLOW_MAX.get(workflow), 0, 1,
+        )  # fmt: skip
+        self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
+
     @rule(pick=st.integers(0, 1000))
     def finish(self, pick: int) -> None:
         running = [w for w in self.snap.workloads if w.state is State.RUNNING]
@@ -101,6 +126,8 @@ class Cluster(RuleBasedStateMachine):
         decision = dispatch(self.snap, self.turns)
         assert limit_breaches(self.snap, decision.release) == []
         reasons_are_true(self.snap, decision)
+        releases_when_it_can(self.snap, decision)
+        turns_follow_the_rotation(self.snap, self.turns, decision)
         assert not running_before & {w.key for w in decision.release}
         assert not running_before & set(decision.waiting)
         self.snap, self.turns = applied(self.snap, decision.release), decision.turns
@@ -113,6 +140,58 @@ class Cluster(RuleBasedStateMachine):
             after = usage_after(self.snap)
             running: list[Workload] = [w for w in self.snap.workloads if w.state is State.RUNNING]
             assert after.count[("cluster", "")] == len(running)
+
+
+def releases_when_it_can(snap: Snapshot, decision: Decision) -> None:
+    """A cluster with free capacity and a pending workload that fits under every limit, and no
+    legitimate hold on it, releases something.
+
+    Legitimate: a head of higher priority (or one of equal priority past starvationSeconds) that
+    could run now (not impossible; its workflow, queue and team count have room) needs what the
+    workload would take; or the workload stands behind the head of its StrictFIFO queue. An
+    impossible head, or one held back by its own workflow, team count or paused queue, is no
+    excuse.
+    """
+    if decision.release:
+        return
+    usage = usage_after(snap)
+    waiting = [w for w in snap.workloads if w.state is State.PENDING]
+    for w in waiting:
+        if not w.complete or never(w, snap) is not None or failing_layers(w, snap, usage):
+            continue
+        assert excused(w, snap, waiting, usage), (w.key, decision.waiting[w.key])
+
+
+def turns_follow_the_rotation(snap: Snapshot, turns: Turns, decision: Decision) -> None:
+    """Per priority, the turn ends on the queue that released last in turn. A starving claim
+    counts as a turn only when it was that queue's turn anyway (the next active queue by name
+    after the turn), so a starving queue never moves the others' rotation."""
+    released_before = {w.key for w in snap.workloads if w.state is State.RUNNING}
+    assert not released_before & set(decision.claimed)
+    by_key = {w.key: w for w in decision.release}
+    assert all(starving(snap, by_key[k]) for k in decision.claimed)
+    running = usage_after(snap)
+    pending_queues = {w.queue for w in snap.workloads if w.state is State.PENDING}
+    for level in {q.priority for q in snap.queues.values()}:
+        active = sorted(
+            q.name
+            for q in snap.queues.values()
+            if q.priority == level
+            and q.name in pending_queues
+            and not q.paused
+            and (q.max_running is None or running.count[("queue", q.name)] < q.max_running)
+        )
+        turn = turns.last.get(level)
+        for w in decision.release:
+            if snap.queues[w.queue].priority != level:
+                continue
+            if w.key in decision.claimed:
+                following = active[0] if turn is None else next((n for n in active if n > turn), active[0])
+                if w.queue == following:
+                    turn = w.queue
+            else:
+                turn = w.queue
+        assert decision.turns.last.get(level) == turn, (level, turns, decision.turns, decision.claimed)
 
 
 Cluster.TestCase.settings = settings(

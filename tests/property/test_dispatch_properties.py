@@ -16,7 +16,18 @@ from policy.keys import Reason
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Workload
 from policy.ordering import in_queue_order
 from policy.usage import tally
-from tests.property.oracle import Usage, failing_layers, limit_breaches, shortfalls, usage_after
+from tests.property.oracle import (
+    Usage,
+    could_run,
+    excused,
+    failing_layers,
+    level,
+    limit_breaches,
+    never,
+    shortfalls,
+    starving,
+    usage_after,
+)
 from tests.property.snapshots import NOW, QUEUES, any_snapshots, applied, make_workload
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,21 +42,14 @@ def pending(snap: Snapshot) -> dict[str, Workload]:
     return {w.key: w for w in snap.workloads if w.state is State.PENDING}
 
 
-def level(snap: Snapshot, w: Workload) -> int:
-    queue = snap.queues.get(w.queue)
-    return queue.priority if queue is not None else -1
-
-
-def starving(snap: Snapshot, w: Workload) -> bool:
-    return snap.now - w.created > snap.policy.starvation_seconds
-
-
 def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     """Every workload left waiting is kept by what its reason says, and nothing else fits.
 
-    This is work conservation: a pending workload that fits every limit and that no hold of
-    higher (or starving) priority covers cannot be left waiting, except behind its own queue's
-    blocked head.
+    This is work conservation: a pending workload that fits every limit cannot be left waiting
+    unless a head of higher (or starving) priority that could run now needs what it would take,
+    or it stands behind its StrictFIFO queue's blocked head. Work that can never run under the
+    current limits says so first of all, with the reason of the quota it exceeds, and is
+    counted per queue.
     """
     after = usage_after(snap, decision.release)
     waiting = pending(snap)
@@ -54,29 +58,39 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     assert set(decision.waiting) == set(waiting)
     assert dict(decision.waiting.reasons()) == {k: w.reason for k, w in decision.waiting.items()}
     assert all(decision.waiting[k] == w for k, w in decision.waiting.items())
+    impossible: dict[str, int] = {}
     for key, wait in decision.waiting.items():
         w = waiting[key]
+        beyond = never(w, snap)
+        if beyond is not None:
+            impossible[w.queue] = impossible.get(w.queue, 0) + 1
+            assert wait.reason is beyond, (key, wait)
+            assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
+            continue
         failing = failing_layers(w, snap, after)
         if not w.complete:
             assert wait.reason is Reason.GROUP_INCOMPLETE, (key, wait)
             continue
         if failing:
             assert wait.reason is failing[0], (key, wait, failing)
+            assert not wait.message.startswith("can never run"), (key, wait)
             continue
         assert wait.reason in (Reason.HELD_FOR_PRIORITY, Reason.WAITING_TURN), (key, wait)
+        assert excused(w, snap, list(waiting.values()), after), (key, wait)
         match = re.match(r"(held for|behind) (\S+)", wait.message)
         assert match, wait.message
         holder = waiting[match[2]]
         assert holder is not w and holder.key in decision.waiting
         if wait.reason is Reason.HELD_FOR_PRIORITY:
+            assert could_run(holder, snap, after), (key, wait)
             assert level(snap, holder) > level(snap, w) or (
                 level(snap, holder) == level(snap, w) and starving(snap, holder)
             ), (key, wait)
         else:
             assert holder.queue == w.queue
-            queue = snap.queues[w.queue]
-            assert queue.ordering is Ordering.STRICT_FIFO or starving(snap, holder), (key, wait)
+            assert snap.queues[w.queue].ordering is Ordering.STRICT_FIFO, (key, wait)
             assert decision.waiting[holder.key].position < wait.position
+    assert dict(decision.waiting.impossible()) == impossible
 
 
 @SETTINGS
@@ -117,12 +131,11 @@ def test_a_higher_priority_queues_fitting_head_is_never_passed_over(snap: Snapsh
 
 
 def first_fitting_head(snap: Snapshot, decision: Decision, queue: str, usage: Usage) -> Workload | None:
-    """The queue's first whole waiting workload that its own queue has room for, if any."""
+    """The queue's first whole waiting workload that could run now but for shared capacity."""
     released = {w.key for w in decision.release}
     line = [w for w in pending(snap).values() if w.queue == queue and w.key not in released and w.complete]
     for w in in_queue_order(line):
-        queue_layers = {Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA}
-        if not queue_layers & set(failing_layers(w, snap, usage)):
+        if could_run(w, snap, usage):
             return w
     return None
 
@@ -152,14 +165,18 @@ def test_lower_priority_work_never_takes_quota_a_higher_head_is_short_of(
 
 @SETTINGS
 @given(any_snapshots(), turns_)
-def test_a_strict_fifo_queue_releases_nothing_behind_a_whole_workload_that_waits(
+def test_a_strict_fifo_queue_releases_nothing_behind_a_whole_possible_workload_that_waits(
     snap: Snapshot, turns: Turns
 ) -> None:
     decision = dispatch(snap, turns)
     for queue in snap.queues.values():
         if queue.ordering is not Ordering.STRICT_FIFO:
             continue
-        order = in_queue_order(w for w in pending(snap).values() if w.queue == queue.name and w.complete)
+        order = in_queue_order(
+            w
+            for w in pending(snap).values()
+            if w.queue == queue.name and w.complete and never(w, snap) is None
+        )
         released = [i for i, w in enumerate(order) if w in decision.release]
         waiting = [i for i, w in enumerate(order) if w not in decision.release]
         assert not released or not waiting or max(released) < min(waiting)
@@ -225,6 +242,48 @@ def test_saturated_equal_queues_get_releases_within_one_of_each_other_over_any_w
         snap = Snapshot(snap.queues, {}, snap.policy, [w for w in snap.workloads if w.key not in done], NOW)
     for start in range(len(sequence)):
         counts = dict.fromkeys(names, 0)
+        for q in sequence[start:]:
+            counts[q] += 1
+            assert max(counts.values()) - min(counts.values()) <= 1, sequence
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 4),
+    st.integers(1, 2),
+    st.integers(1, 3),
+    st.sampled_from(QUEUES),
+    st.integers(10, 30),
+)
+def test_starving_backlogs_leave_the_other_queues_alternating(
+    queue_count: int, starving_count: int, slots: int, last: str, cycles: int
+) -> None:
+    """Queues of equal priority; the first ``starving_count`` have old backlogs past
+    starvationSeconds, the others get one fresh workload per cycle, and everything released
+    finishes before the next cycle. Among the others, releases stay within one of each other
+    over any window: starving claims never move their turns."""
+    names = QUEUES[:queue_count]
+    old, fresh = names[:starving_count], names[starving_count:]
+    workloads = [
+        make_workload(i * 100 + j, q, "", State.PENDING, 1, 0, 0, 5000 - j, "", None, 0, 1)
+        for i, q in enumerate(old)
+        for j in range(60)
+    ]
+    snap = Snapshot({q: Queue(q) for q in names}, {}, Policy(max_running=slots), workloads, NOW)
+    turns, sequence = Turns({0: last}), []
+    for cycle in range(cycles):
+        arrivals = [
+            make_workload(10_000 + cycle * 10 + k, q, "", State.PENDING, 1, 0, 0, 0, "", None, 0, 1)
+            for k, q in enumerate(fresh)
+        ]
+        snap = Snapshot(snap.queues, {}, snap.policy, [*snap.workloads, *arrivals], NOW)
+        decision = dispatch(snap, turns)
+        sequence += [w.queue for w in decision.release if w.queue in fresh]
+        gone = {w.key for w in decision.release}
+        snap = Snapshot(snap.queues, {}, snap.policy, [w for w in snap.workloads if w.key not in gone], NOW)
+        turns = decision.turns
+    for start in range(len(sequence)):
+        counts = dict.fromkeys(fresh, 0)
         for q in sequence[start:]:
             counts[q] += 1
             assert max(counts.values()) - min(counts.values()) <= 1, sequence

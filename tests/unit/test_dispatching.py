@@ -99,6 +99,12 @@ LIMITS = [
         waiting={"p0": (R.QUEUE_QUOTA, "queue a: 2/2 cpu in use, needs 600m")},
     ),
     Case(
+        "quota messages give memory in binary units, as people write it",
+        [running("r0").requests(memory="10Gi"), gated("p0").requests(memory="8Gi")],
+        queues=[MakeQueue("a").quota(memory="16Gi")],
+        waiting={"p0": (R.QUEUE_QUOTA, "queue a: 10Gi/16Gi memory in use, needs 8Gi")},
+    ),
+    Case(
         "a paused queue releases nothing and keeps its running work",
         [running("r0"), gated("p0")],
         queues=[MakeQueue("a").paused()],
@@ -130,6 +136,35 @@ LIMITS = [
         [gated(f"p{i}", at=i).workflow("sweep", 2) for i in range(3)],
         released=["p0", "p1"],
         waiting={"p2": (R.WORKFLOW_LIMIT, "workflow ml/sweep: 2/2 running")},
+    ),
+    Case(
+        "one workflow, one limit: a pod without the annotation is bound by its workflow's",
+        [
+            running("r0").workflow("sweep", 2),
+            gated("p0").workflow("sweep"),
+            gated("p1", at=1).workflow("sweep"),
+        ],
+        released=["p0"],
+        waiting={"p1": (R.WORKFLOW_LIMIT, "workflow ml/sweep: 2/2 running")},
+    ),
+    Case(
+        "one workflow, one limit: the smallest any of its pending or running pods carries",
+        [
+            running("r0").workflow("sweep", 5),
+            gated("p0").workflow("sweep", 2),
+            gated("p1", at=1).workflow("sweep", 5),
+        ],
+        released=["p0"],
+        waiting={"p1": (R.WORKFLOW_LIMIT, "workflow ml/sweep: 2/2 running")},
+    ),
+    Case(
+        "a finished pod's workflow limit binds no more",
+        [
+            MakePod("ml", "done").queue("a").team("vision").workflow("sweep", 1).finished(),
+            running("r0").workflow("sweep", 3),
+            gated("p0").workflow("sweep", 3),
+        ],
+        released=["p0"],
     ),
     Case(
         "a team's maxRunning counts its work in every queue",
@@ -251,9 +286,42 @@ GROUPS = [
     ),
     Case(
         "a group's requests are summed against quota: all or none",
-        [gated(f"w{i}").group("g", 3).gpus(4) for i in range(3)],
+        [running("r0").gpus(4), *(gated(f"w{i}").group("g", 3).gpus(2) for i in range(3))],
         queues=[MakeQueue("a").quota(gpus=8)],
-        waiting={"group:g": (R.QUEUE_QUOTA, "queue a: 0/8 nvidia.com/gpu in use, needs 12")},
+        waiting={"group:g": (R.QUEUE_QUOTA, "queue a: 4/8 nvidia.com/gpu in use, needs 6")},
+    ),
+    Case(
+        "finished pods of a running group free their GPUs, but the group keeps its slot until all end",
+        [
+            MakePod("ml", "w0").queue("a").team("vision").group("g", 4).gpus(2).running("node-1"),
+            *(MakePod("ml", f"w{i}").queue("a").team("vision").group("g", 4).gpus(2).finished()
+              for i in range(1, 4)),
+            gated("p0").gpus(6),
+            gated("p1", at=1),
+        ],
+        queues=[MakeQueue("a").quota(gpus=8).max_running(2)],
+        released=["p0"],
+        waiting={"p1": (R.QUEUE_LIMIT, "queue a: 2/2 running")},
+    ),
+    Case(
+        "a group whose pods name different queues is not released, and says so",
+        [gated("w0", queue="a").group("g", 2), gated("w1", queue="b", at=1).group("g", 2)],
+        queues=[MakeQueue("a"), MakeQueue("b")],
+        waiting={"group:g": (R.GROUP_INCOMPLETE, "group g: its pods name different queues: a, b")},
+    ),
+    Case(
+        "a group whose pods name different workflows is not released, and says so",
+        [gated("w0").group("g", 2).workflow("sweep"), gated("w1", at=1).group("g", 2)],
+        waiting={
+            "group:g": (R.GROUP_INCOMPLETE, "group g: its pods name different workflows: (none), sweep")
+        },
+    ),
+    Case(
+        "a disagreeing group does not block a StrictFIFO queue",
+        [gated("w0").group("g", 2).workflow("x"), gated("w1").group("g", 2).workflow("y"), gated("p", at=1)],
+        queues=[MakeQueue("a").strict()],
+        released=["p"],
+        waiting={"group:g": (R.GROUP_INCOMPLETE, "group g: its pods name different workflows: x, y")},
     ),
     Case(
         "an incomplete group does not block a StrictFIFO queue",

@@ -1,12 +1,15 @@
-"""Parsing Sluicegate's kinds: every field of DESIGN.md's shapes, and refusals that name the field."""
+"""Parsing Sluicegate's kinds: every field of DESIGN.md's shapes, refusals that name the field, and
+when a pod was submitted."""
 
 from __future__ import annotations
 
 import pytest
 
 from policy.fields import InvalidObject
+from policy.keys import ADMITTED_AT_ANNOTATION
 from policy.model import DEFAULT_STARVATION_SECONDS, Ordering, Policy, Selector
-from tests.builders import MakePolicy, MakeQueue, MakeTeam
+from policy.pods import format_admitted_at
+from tests.builders import T0, MakePod, MakePolicy, MakeQueue, MakeTeam
 
 GPU = "nvidia.com/gpu"
 
@@ -90,3 +93,28 @@ SELECTORS = [
 )
 def test_selector(raw: dict[str, object], labels: dict[str, str], matches: bool) -> None:
     assert Selector.parse(raw, "sel").matches(labels) is matches
+
+
+ADMITTED = [
+    ("a stamp to the microsecond is the submission time", "2023-11-14T22:13:19.654321Z", T0 - 0.345679),
+    ("a stamp in the same second as creation", "2023-11-14T22:13:20.250000Z", T0 + 0.25),
+    ("an offset other than Z", "2023-11-14T23:13:19.5+01:00", T0 - 0.5),
+    ("garbage falls back to creationTimestamp", "yesterday", T0),
+    ("a time without a zone is not RFC 3339", "2023-11-14T22:13:19.5", T0),
+    ("a stamp from after creation is not believed", "2023-11-14T22:13:22Z", T0),
+    ("a stamp more than a minute before creation is not believed", "2023-11-14T22:12:19Z", T0),
+    ("no stamp: creationTimestamp", "", T0),
+]
+
+
+@pytest.mark.parametrize(("stamp", "seconds"), [a[1:] for a in ADMITTED], ids=[a[0] for a in ADMITTED])
+def test_a_pod_is_submitted_when_admission_stamped_it(stamp: str, seconds: float) -> None:
+    pod = MakePod("ml", "p")
+    if stamp:
+        pod.annotation(ADMITTED_AT_ANNOTATION, stamp)
+    assert pod.model().created == pytest.approx(seconds, abs=1e-6)
+
+
+def test_the_admission_stamp_is_rfc_3339_utc_with_microseconds() -> None:
+    assert format_admitted_at(T0 + 0.123456) == "2023-11-14T22:13:20.123456Z"
+    assert MakePod("ml", "p").admitted(0.123456).model().created == pytest.approx(T0 + 0.123456, abs=1e-6)

@@ -35,6 +35,20 @@ ORDER = [
         waiting={"b": (R.QUEUE_LIMIT, "queue a: 1/1 running")},
     ),
     Case(
+        "pods created in the same second go in the order admission stamped them, to the microsecond",
+        [gated("a").admitted(0.000200), gated("b").admitted(0.000100)],
+        queues=[MakeQueue("a").max_running(1)],
+        released=["b"],
+        waiting={"a": (R.QUEUE_LIMIT, "queue a: 1/1 running")},
+    ),
+    Case(
+        "a pod without an admission stamp is placed by its creationTimestamp",
+        [gated("stamped").admitted(0.5), gated("plain")],
+        queues=[MakeQueue("a").max_running(1)],
+        released=["plain"],
+        waiting={"stamped": (R.QUEUE_LIMIT, "queue a: 1/1 running")},
+    ),
+    Case(
         "a higher-priority queue goes first, whatever the pods' ages",
         [gated("old", queue="low", at=0), gated("new", queue="high", at=50)],
         queues=[MakeQueue("low").priority(1), MakeQueue("high").priority(10)],
@@ -64,27 +78,36 @@ ORDER = [
     ),
     Case(
         "BestEffortFIFO lets later work that fits go ahead of a head that does not",
-        [gated("big").gpus(8), gated("small", at=1).gpus(1)],
+        [running("r0").gpus(2), gated("big").gpus(4), gated("small", at=1).gpus(1)],
         queues=[MakeQueue("a").quota(gpus=4)],
         released=["small"],
-        waiting={"big": (R.QUEUE_QUOTA, "queue a: 1/4 nvidia.com/gpu in use, needs 8")},
+        waiting={"big": (R.QUEUE_QUOTA, "queue a: 3/4 nvidia.com/gpu in use, needs 4")},
     ),
     Case(
         "StrictFIFO stops at a head that does not fit; work behind it that would fit waits its turn",
-        [gated("big").gpus(8), gated("small", at=1).gpus(1), gated("tiny", at=2).gpus(1)],
+        [
+            running("r0").gpus(2),
+            gated("big").gpus(4),
+            gated("small", at=1).gpus(1),
+            gated("tiny", at=2).gpus(1),
+        ],
         queues=[MakeQueue("a").strict().quota(gpus=4)],
         waiting={
-            "big": (R.QUEUE_QUOTA, "queue a: 0/4 nvidia.com/gpu in use, needs 8"),
+            "big": (R.QUEUE_QUOTA, "queue a: 2/4 nvidia.com/gpu in use, needs 4"),
             "small": (R.WAITING_TURN, "behind ml/big at the head of StrictFIFO queue a"),
             "tiny": (R.WAITING_TURN, "behind ml/big at the head of StrictFIFO queue a"),
         },
     ),
     Case(
         "StrictFIFO: work behind a blocked head that a limit stops too is told that limit",
-        [running("r0").workflow("sweep", 1), gated("big").gpus(8), gated("trial", at=1).workflow("sweep", 1)],
+        [
+            running("r0").workflow("sweep", 1).gpus(2),
+            gated("big").gpus(4),
+            gated("trial", at=1).workflow("sweep", 1),
+        ],
         queues=[MakeQueue("a").strict().quota(gpus=4)],
         waiting={
-            "big": (R.QUEUE_QUOTA, "queue a: 0/4 nvidia.com/gpu in use, needs 8"),
+            "big": (R.QUEUE_QUOTA, "queue a: 2/4 nvidia.com/gpu in use, needs 4"),
             "trial": (R.WORKFLOW_LIMIT, "workflow ml/sweep: 1/1 running"),
         },
     ),
@@ -105,12 +128,17 @@ ORDER = [
     ),
     Case(
         "a StrictFIFO head stopped by a team's quota holds the queue; another queue still goes",
-        [gated("big").gpus(8), gated("small", at=1).gpus(1), gated("other", queue="b", team="nlp").gpus(1)],
+        [
+            running("r0", queue="b").gpus(4),
+            gated("big").gpus(8),
+            gated("small", at=1).gpus(1),
+            gated("other", queue="b", team="nlp").gpus(1),
+        ],
         queues=[MakeQueue("a").strict(), MakeQueue("b")],
-        teams=[MakeTeam("vision").quota(gpus=4)],
+        teams=[MakeTeam("vision").quota(gpus=8)],
         released=["other"],
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 0/4 nvidia.com/gpu in use, needs 8"),
+            "big": (R.TEAM_QUOTA, "team vision: 4/8 nvidia.com/gpu in use, needs 8"),
             "small": (R.WAITING_TURN, "behind ml/big at the head of StrictFIFO queue a"),
         },
     ),
@@ -218,3 +246,40 @@ def test_gated_pods_of_a_pod_in_another_namespace_do_not_mix() -> None:
         "x/group:g": Reason.GROUP_INCOMPLETE,
         "y/group:g": Reason.GROUP_INCOMPLETE,
     }
+
+
+def test_a_starving_backlog_does_not_steal_the_other_queues_turns() -> None:
+    """Queue a has an old backlog past starvationSeconds; b and c get one fresh workload per
+    cycle; two run at a time and everything finishes each cycle. a claims one slot per cycle
+    for its starving head, and b and c keep alternating for the other."""
+    backlog = [gated(f"a{i}", queue="a", at=-1000 + i) for i in range(40)]
+    queues = [MakeQueue("a"), MakeQueue("b"), MakeQueue("c")]
+    policy = MakePolicy().max_running(2).starvation_seconds(600)
+    pending = backlog[:]
+    turns, released = Turns(), []
+    for cycle in range(30):
+        fresh = [gated(f"{q}{cycle}", queue=q, at=cycle) for q in "bc"]
+        pending += fresh
+        decision = dispatch(snapshot(pending, queues, policy=policy, now=T0 + cycle), turns)
+        gone = {w.key for w in decision.release}
+        pending = [p for p in pending if f"ml/{p.obj()['metadata']['name']}" not in gone]
+        released.append([w.queue for w in decision.release])
+        turns = decision.turns
+    assert all(cycle[0] == "a" and len(cycle) == 2 for cycle in released)
+    others = [cycle[1] for cycle in released]
+    assert others == ["b", "c"] * 15
+
+
+def test_a_starving_claim_out_of_turn_leaves_the_turn_where_it_was() -> None:
+    snap = snapshot(
+        [gated("a0", queue="a", at=-1000), gated("b0", queue="b"), gated("c0", queue="c")],
+        [MakeQueue("a"), MakeQueue("b"), MakeQueue("c")],
+        policy=MakePolicy().max_running(2).starvation_seconds(600),
+    )
+    decision = dispatch(snap, Turns({0: "b"}))
+    assert [w.key for w in decision.release] == ["ml/a0", "ml/c0"]
+    assert decision.claimed == ("ml/a0",)
+    assert decision.turns == Turns({0: "c"})  # c took its turn; a's claim moved nothing
+    in_turn = dispatch(snap, Turns({0: "c"}))  # a's turn anyway: the claim is the turn
+    assert [w.key for w in in_turn.release] == ["ml/a0", "ml/b0"]
+    assert in_turn.turns == Turns({0: "b"})

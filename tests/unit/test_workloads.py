@@ -137,3 +137,54 @@ def test_gated_pods_of_a_running_group_are_handed_back_to_finish_the_release() -
     decision = dispatch(snapshot(pods, [MakeQueue("a")]))
     assert [p.name for p in decision.stragglers] == ["w1", "w2"]
     assert [w.key for w in decision.release] == ["ml/alone"]
+
+
+def test_a_running_group_counts_the_requests_of_its_live_pods_only() -> None:
+    pods = [MakePod("ml", "w0").queue("a").group("g", 4).gpus(2).running("n1")]
+    pods += [MakePod("ml", f"w{i}").queue("a").group("g", 4).gpus(2).finished() for i in range(1, 4)]
+    (w,) = workloads(*pods)
+    assert (w.state, dict(w.requests)) == (State.RUNNING, {GPU: 2000})
+    assert tally([w]).cluster == Usage(1, {GPU: 2000})
+
+
+def test_a_group_is_bound_by_the_smallest_workflow_limit_its_live_pods_carry() -> None:
+    pods = [
+        MakePod("ml", "w0").queue("a").group("g", 3).workflow("sweep", 4).gated(),
+        MakePod("ml", "w1").queue("a").group("g", 3).workflow("sweep", 2).gated(),
+        MakePod("ml", "w2").queue("a").group("g", 3).workflow("sweep").gated(),
+    ]
+    assert workloads(*pods)[0].workflow_max_running == 2
+
+
+def test_every_workload_of_a_workflow_gets_the_smallest_limit_of_its_pending_or_running_pods() -> None:
+    built = workloads(
+        MakePod("ml", "done").queue("a").workflow("sweep", 1).finished(),
+        MakePod("ml", "r0").queue("a").workflow("sweep", 3).running("n1"),
+        MakePod("ml", "p0").queue("a").workflow("sweep").gated(),
+        MakePod("ml", "p1").queue("a").workflow("sweep", 5).gated(),
+        MakePod("other", "p2").queue("a").workflow("sweep", 9).gated(),  # another namespace's sweep
+        MakePod("ml", "solo").queue("a").gated(),
+    )
+    assert {w.key: w.workflow_max_running for w in built if w.state is not State.FINISHED} == {
+        "ml/r0": 3,
+        "ml/p0": 3,
+        "ml/p1": 3,
+        "other/p2": 9,
+        "ml/solo": None,
+    }
+
+
+DISAGREEING = [
+    ("queues", [MakePod("ml", "w0").queue("a"), MakePod("ml", "w1").queue("b")],
+     "its pods name different queues: a, b"),
+    ("workflows", [MakePod("ml", "w0").queue("a").workflow("x"), MakePod("ml", "w1").queue("a")],
+     "its pods name different workflows: (none), x"),
+    ("nothing: different limits make one limit, the smallest",
+     [MakePod("ml", "w0").queue("a").workflow("x", 1), MakePod("ml", "w1").queue("a").workflow("x", 2)], ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("pods", "says"), [d[1:] for d in DISAGREEING], ids=[d[0] for d in DISAGREEING])
+def test_a_group_whose_pods_disagree_is_never_complete(pods: list[MakePod], says: str) -> None:
+    (w,) = workloads(*(p.group("g", 2).gated() for p in pods))
+    assert (w.disagreement, w.complete) == (says, not says)
