@@ -1,0 +1,321 @@
+"""The simulated cluster: what waits and what runs, kept up to date event by event, and the
+snapshot each dispatch cycle decides over.
+
+``dispatch`` costs time in proportion to its snapshot, and a busy week has hundreds of
+workloads running and waiting at every instant. So the snapshot handed to it is *compact*: it
+holds only what can change the decision, built so that ``dispatch`` decides exactly what it
+would over the whole cluster (a property test compares the two on random traces). It rests on
+two facts about dispatch: limits compare counts (``count >= maxRunning``) and summed requests
+(``used + asked > quota``); and within one decision usage only grows and holds are only added,
+so a workload that does not fit when tried never fits later in the same decision.
+
+* Pending work of a queue that is closed at the start of the cycle (missing, paused, or at its
+  ``maxRunning``) is left out: dispatch releases nothing from such a queue, and nothing of it
+  heads its queue or holds capacity.
+* Of the pending work of an open queue, workloads alike in everything the limits read (team,
+  workflow and its limit, requests: a *shape*) are interchangeable except for their order. If
+  the limits at the start of the cycle let at most *k* of a shape go, only the first *k* + 1
+  of that shape (in queue order) are shown: the (*k* + 1)-th cannot go, and neither can any
+  after it, nor can they be a queue's head before it.
+* Running work is summed, not listed. The running work of a queue that has pending work in the
+  snapshot is carried by one running workload per (queue, team) holding the sum of their
+  requests; the rest of a team's running work by one per team, under no queue. Workloads of a
+  workflow that has pending work in the snapshot are listed one by one: workflow limits count
+  them.
+* The summed workloads count one each; so each ``maxRunning`` (queue, team, cluster) in the
+  snapshot is lowered by the number of running workloads the sums stand for, less the number
+  of summed workloads, and ``count >= limit`` answers as over the whole cluster. Quotas are
+  never changed, so "asks for more than the quota by itself" keeps its meaning.
+* ``snapshot.queues`` holds the queues with pending work in the snapshot and one queue of every
+  priority (``turns`` keeps a turn only for priorities some queue has).
+
+``exact=True`` gives the whole cluster instead: every pending and running workload, the limits
+as they are; the reference the compact snapshot is tested against.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TypeVar
+
+from policy.limits import queue_full
+from policy.model import Policy, Queue, Snapshot, State, Team, Workload
+from policy.pods import Pod
+from policy.quantities import EMPTY, Resources
+from policy.usage import Ledger
+from simulator.setups import Setup
+
+_SUM_POD = (Pod("", "sum"),)
+Shape = tuple[str, str, int | None, tuple[tuple[str, int], ...]]
+UNBOUNDED = 1 << 62
+_K = TypeVar("_K")
+
+
+def shape_of(w: Workload) -> Shape:
+    return (w.team, w.workflow, w.workflow_max_running, tuple(sorted(w.requests.items())))
+
+
+def _order(w: Workload) -> tuple[int, float, str]:
+    """Queue order: pod priority (higher first), creation time, key."""
+    return (-w.priority, w.created, w.key)
+
+
+def _add(into: dict[str, int], requests: Resources, sign: int = 1) -> None:
+    for name, amount in requests.items():
+        into[name] = into.get(name, 0) + sign * amount
+
+
+class _Scope:
+    """Running count and summed requests of one scope; ``version`` changes with them."""
+
+    __slots__ = ("running", "used", "version")
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.used: dict[str, int] = {}
+        self.version = 0
+
+    def add(self, w: Workload, sign: int) -> None:
+        self.running += sign
+        self.version += 1
+        _add(self.used, w.requests, sign)
+
+
+def _scope(scopes: dict[_K, _Scope], name: _K) -> _Scope:
+    scope = scopes.get(name)
+    if scope is None:
+        scope = scopes[name] = _Scope()
+    return scope
+
+
+def _room(scope: _Scope | None, max_running: int | None, quota: Resources, asks: Resources) -> int:
+    """How many more workloads asking ``asks`` the scope's limits let in, at most."""
+    room = UNBOUNDED
+    running, used = (scope.running, scope.used) if scope is not None else (0, {})
+    if max_running is not None:
+        room = max_running - running
+    for name, cap in quota.items():
+        need = asks.get(name, 0)
+        if need:
+            room = min(room, (cap - used.get(name, 0)) // need)
+    return room
+
+
+class VirtualCluster:
+    """Pending and running workloads, and usage per queue, team, (queue, team) and cluster."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.waiting: dict[str, dict[Shape, list[Workload]]] = {}  # queue -> shape -> in queue order
+        self.pending: dict[str, int] = {}  # queue -> how many wait
+        self.running: dict[str, Workload] = {}
+        self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
+        self.queues: dict[str, _Scope] = {}
+        self.classes: dict[tuple[str, str], _Scope] = {}  # (queue, team)
+        self.teams: dict[str, _Scope] = {}
+        self.cluster = _Scope()
+        self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
+        self._sums: dict[tuple[str, str], tuple[object, Workload]] = {}
+        self._levels: dict[int, str] = {}
+        for name, queue in setup.queues.items():
+            self._levels.setdefault(queue.priority, name)  # one queue per priority
+
+    # --- events ----------------------------------------------------------------------------
+
+    def arrive(self, w: Workload) -> None:
+        insort(self.waiting.setdefault(w.queue, {}).setdefault(shape_of(w), []), w, key=_order)
+        self.pending[w.queue] = self.pending.get(w.queue, 0) + 1
+
+    def start(self, pending: Workload, running: Workload) -> None:
+        """``pending`` was released: ``running`` (its running version) now runs."""
+        shapes = self.waiting[pending.queue]
+        shape = shape_of(pending)
+        line = shapes[shape]
+        i = bisect_left(line, _order(pending), key=_order)
+        assert line[i] is pending
+        del line[i]
+        if not line:
+            del shapes[shape]
+        self.pending[pending.queue] -= 1
+        self._count(running, 1)
+
+    def finish(self, key: str) -> Workload:
+        w = self.running[key]
+        self._count(w, -1)
+        return w
+
+    def _count(self, w: Workload, sign: int) -> None:
+        if sign > 0:
+            self.running[w.key] = w
+        else:
+            del self.running[w.key]
+        queue_running = self.counts.queue_running
+        queue_running[w.queue] = queue_running.get(w.queue, 0) + sign
+        _scope(self.queues, w.queue).add(w, sign)
+        _scope(self.classes, (w.queue, w.team)).add(w, sign)
+        _scope(self.teams, w.team).add(w, sign)
+        self.cluster.add(w, sign)
+        if w.workflow:
+            members = self.flows.setdefault(w.workflow, {})
+            if sign > 0:
+                members[w.key] = w
+            else:
+                del members[w.key]
+
+    # --- snapshots -------------------------------------------------------------------------
+
+    def open_queues(self) -> list[str]:
+        """Queues with pending work that are not closed (missing, paused, at maxRunning)."""
+        queues, counts = self.setup.queues, self.counts
+        return [q for q, n in self.pending.items() if n and queue_full(queues.get(q), counts) is None]
+
+    def snapshot(self, now: float, exact: bool = False) -> Snapshot | None:
+        """What dispatch decides over now; None when no open queue has pending work."""
+        setup = self.setup
+        if exact:
+            if not any(self.pending.values()):
+                return None
+            workloads = [w for shapes in self.waiting.values() for line in shapes.values() for w in line]
+            workloads.extend(self.running.values())
+            return Snapshot(setup.queues, setup.teams, setup.policy, workloads, now)
+        visible = self.open_queues()
+        if not visible:
+            return None
+        workloads, flows = self._candidates(visible)
+        listed = [w for flow in flows for w in self.flows.get(flow, {}).values()]
+        sums = self._summed(visible, listed)
+        shown_queues: dict[str, int] = {}
+        shown_teams: dict[str, int] = {}
+        for w in (*listed, *sums):
+            shown_queues[w.queue] = shown_queues.get(w.queue, 0) + 1
+            shown_teams[w.team] = shown_teams.get(w.team, 0) + 1
+        workloads.extend(listed)
+        workloads.extend(sums)
+        return Snapshot(
+            self._queues(visible, shown_queues),
+            self._teams(shown_teams),
+            self._policy(len(listed) + len(sums)),
+            workloads,
+            now,
+        )
+
+    def _candidates(self, visible: list[str]) -> tuple[list[Workload], set[str]]:
+        """The first k + 1 of every shape of the open queues, and the workflows among them."""
+        setup, teams, flows = self.setup, self.teams, self.flows
+        policy = setup.policy
+        out: list[Workload] = []
+        workflows: set[str] = set()
+        for name in visible:
+            queue = setup.queues[name]
+            scope = self.queues.get(name)
+            for (team_name, workflow, limit, _), line in self.waiting[name].items():
+                asks = line[0].requests
+                room = _room(scope, queue.max_running, queue.quota, asks)
+                team = setup.teams.get(team_name) if team_name else None
+                if team is not None:
+                    room = min(room, _room(teams.get(team_name), team.max_running, team.quota, asks))
+                room = min(room, _room(self.cluster, policy.max_running, policy.quota, asks))
+                if workflow:
+                    workflows.add(workflow)
+                    if limit is not None:
+                        room = min(room, limit - len(flows.get(workflow, ())))
+                out.extend(line if room >= len(line) else line[: max(1, room + 1)])
+        return out, workflows
+
+    def _summed(self, visible: list[str], listed: list[Workload]) -> list[Workload]:
+        """The summed workloads standing for every running workload not ``listed``."""
+        apart: dict[tuple[str, str], _Scope] = {}
+        for w in listed:
+            scope = apart.get((w.queue, w.team))
+            if scope is None:
+                scope = apart[(w.queue, w.team)] = _Scope()
+            scope.add(w, 1)
+        out: list[Workload] = []
+        shown: dict[str, _Scope] = {}  # team -> what the queue sums and the listed show of it
+        queues = set(visible)
+        for (queue, team), cls in self.classes.items():
+            if queue not in queues or not cls.running:
+                continue
+            less = apart.get((queue, team))
+            count, used = cls.running, cls.used
+            if less is not None:
+                count -= less.running
+                used = dict(used)
+                _add(used, less.used, -1)
+            if count > 0:
+                out.append(self._sum(queue, team, used, cls.version if less is None else None))
+                seen = _scope(shown, team)
+                seen.running += count
+                _add(seen.used, used)
+        for w in listed:
+            _scope(shown, w.team).add(w, 1)
+        for team, scope in self.teams.items():
+            count, used = scope.running, scope.used
+            part = shown.get(team)
+            if part is not None:
+                count -= part.running
+                used = dict(used)
+                _add(used, part.used, -1)
+            if count > 0:
+                out.append(self._sum("", team, used, None))
+        return out
+
+    def _sum(self, queue: str, team: str, used: Mapping[str, int], version: int | None) -> Workload:
+        """A running workload of ``queue`` and ``team`` that holds ``used``.
+
+        Cached per (queue, team): by the class's version when ``used`` is its whole sum, else
+        by the amounts themselves.
+        """
+        cached = self._sums.get((queue, team))
+        shape: object = (
+            version if version is not None else tuple(sorted((k, v) for k, v in used.items() if v))
+        )
+        if cached is not None and cached[0] == shape:
+            return cached[1]
+        requests = {k: v for k, v in used.items() if v}
+        w = Workload(
+            key=f"(sum) {queue}/{team}",  # not a valid workload key: no clash
+            namespace="",
+            queue=queue,
+            team=team,
+            pods=_SUM_POD,
+            state=State.RUNNING,
+            requests=requests or EMPTY,
+        )
+        self._sums[(queue, team)] = (shape, w)
+        return w
+
+    def _queues(self, visible: list[str], shown: Mapping[str, int]) -> Mapping[str, Queue]:
+        queues = self.setup.queues
+        running = self.counts.queue_running
+        out: dict[str, Queue] = {}
+        for name in visible:
+            queue = queues[name]
+            if queue.max_running is not None:
+                hidden = running.get(name, 0) - shown.get(name, 0)
+                if hidden:
+                    queue = replace(queue, max_running=queue.max_running - hidden)
+            out[name] = queue
+        for name in self._levels.values():
+            out.setdefault(name, queues[name])
+        return out
+
+    def _teams(self, shown: Mapping[str, int]) -> Mapping[str, Team]:
+        out: dict[str, Team] = {}
+        for name, team in self.setup.teams.items():
+            if team.max_running is not None:
+                scope = self.teams.get(name)
+                hidden = (scope.running if scope else 0) - shown.get(name, 0)
+                if hidden:
+                    team = replace(team, max_running=team.max_running - hidden)
+            out[name] = team
+        return out
+
+    def _policy(self, shown: int) -> Policy:
+        policy = self.setup.policy
+        hidden = self.cluster.running - shown
+        if policy.max_running is None or not hidden:
+            return policy
+        return replace(policy, max_running=policy.max_running - hidden)
