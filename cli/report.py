@@ -29,7 +29,7 @@ from records.trace import format_time, parse_time
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=Path, help="read the records from this trace (JSON Lines)")
     parser.add_argument(
-        "--since", default="7d", help="a length back from the end of the records, or an RFC 3339 time"
+        "--since", help="a length back from the end of the records (7d), or an RFC 3339 time (default: all)"
     )
     parser.add_argument("--until", help="the end of the period (RFC 3339; default: the end of the records)")
     parser.add_argument("--by", choices=[b.value for b in By], default=By.TEAM.value)
@@ -46,8 +46,9 @@ def source(args: argparse.Namespace) -> Source:
 
 
 def period(args: argparse.Namespace, src: Source) -> tuple[float, float]:
+    end = src.now()
     try:
-        until = parse_time(args.until) if args.until else src.now()
+        until = parse_time(args.until) if args.until else end
     except ValueError as e:
         raise CommandError(f"--until: {e}") from e
     try:

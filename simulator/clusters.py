@@ -19,13 +19,13 @@ so a workload that does not fit when tried never fits later in the same decision
   after it, nor can they be a queue's head before it.
 * Running work is summed, not listed. The running work of a queue that has pending work in the
   snapshot is carried by one running workload per (queue, team) holding the sum of their
-  requests; the rest of a team's running work by one per team, under no queue. Workloads of a
-  workflow that has pending work in the snapshot are listed one by one: workflow limits count
-  them.
-* The summed workloads count one each; so each ``maxRunning`` (queue, team, cluster) in the
-  snapshot is lowered by the number of running workloads the sums stand for, less the number
-  of summed workloads, and ``count >= limit`` answers as over the whole cluster. Quotas are
-  never changed, so "asks for more than the quota by itself" keeps its meaning.
+  requests; the rest of a team's running work by one per team, under no queue (so no queue
+  counts it).
+* The summed workloads count one each, and none belongs to a workflow; so each ``maxRunning``
+  (queue, team, cluster) in the snapshot is lowered by the number of running workloads the sums
+  stand for, less the number of summed workloads, and each pending workload's workflow limit by
+  its workflow's running members: ``count >= limit`` answers as over the whole cluster. Quotas
+  are never changed, so "asks for more than the quota by itself" keeps its meaning.
 * ``snapshot.queues`` holds the queues with pending work in the snapshot and one queue of every
   priority (``turns`` keeps a turn only for priorities some queue has).
 
@@ -113,11 +113,15 @@ class VirtualCluster:
         self.running: dict[str, Workload] = {}
         self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
         self.queues: dict[str, _Scope] = {}
-        self.classes: dict[tuple[str, str], _Scope] = {}  # (queue, team)
+        self.classes: dict[str, dict[str, _Scope]] = {}  # queue -> team -> running of both
         self.teams: dict[str, _Scope] = {}
         self.cluster = _Scope()
         self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
         self._sums: dict[tuple[str, str], tuple[object, Workload]] = {}
+        self._lowered_limits: dict[str, tuple[int, Workload]] = {}
+        self._lowered_queues: dict[str, tuple[int, Queue]] = {}
+        self._lowered_teams: dict[str, tuple[int, Team]] = {}
+        self._lowered_policy: tuple[int, Policy] | None = None
         self._levels: dict[int, str] = {}
         for name, queue in setup.queues.items():
             self._levels.setdefault(queue.priority, name)  # one queue per priority
@@ -139,6 +143,7 @@ class VirtualCluster:
         if not line:
             del shapes[shape]
         self.pending[pending.queue] -= 1
+        self._lowered_limits.pop(pending.key, None)
         self._count(running, 1)
 
     def finish(self, key: str) -> Workload:
@@ -154,7 +159,7 @@ class VirtualCluster:
         queue_running = self.counts.queue_running
         queue_running[w.queue] = queue_running.get(w.queue, 0) + sign
         _scope(self.queues, w.queue).add(w, sign)
-        _scope(self.classes, (w.queue, w.team)).add(w, sign)
+        _scope(self.classes.setdefault(w.queue, {}), w.team).add(w, sign)
         _scope(self.teams, w.team).add(w, sign)
         self.cluster.add(w, sign)
         if w.workflow:
@@ -183,84 +188,101 @@ class VirtualCluster:
         visible = self.open_queues()
         if not visible:
             return None
-        workloads, flows = self._candidates(visible)
-        listed = [w for flow in flows for w in self.flows.get(flow, {}).values()]
-        sums = self._summed(visible, listed)
-        shown_queues: dict[str, int] = {}
-        shown_teams: dict[str, int] = {}
-        for w in (*listed, *sums):
-            shown_queues[w.queue] = shown_queues.get(w.queue, 0) + 1
-            shown_teams[w.team] = shown_teams.get(w.team, 0) + 1
-        workloads.extend(listed)
+        workloads, teams = self._candidates(visible)
+        sums, per_queue, per_team = self._summed(visible, teams)
         workloads.extend(sums)
         return Snapshot(
-            self._queues(visible, shown_queues),
-            self._teams(shown_teams),
-            self._policy(len(listed) + len(sums)),
-            workloads,
-            now,
+            self._queues(visible, per_queue), self._teams(per_team), self._policy(len(sums)), workloads, now
         )
 
     def _candidates(self, visible: list[str]) -> tuple[list[Workload], set[str]]:
-        """The first k + 1 of every shape of the open queues, and the workflows among them."""
+        """The first k + 1 of every shape of the open queues (workflow limits lowered by the
+        running members, which the snapshot shows only in sums), and the teams among them
+        that have limits."""
         setup, teams, flows = self.setup, self.teams, self.flows
         policy = setup.policy
         out: list[Workload] = []
-        workflows: set[str] = set()
+        limited: set[str] = set()
         for name in visible:
             queue = setup.queues[name]
             scope = self.queues.get(name)
             for (team_name, workflow, limit, _), line in self.waiting[name].items():
-                asks = line[0].requests
-                room = _room(scope, queue.max_running, queue.quota, asks)
+                members = len(flows.get(workflow, ())) if workflow and limit is not None else 0
                 team = setup.teams.get(team_name) if team_name else None
                 if team is not None:
-                    room = min(room, _room(teams.get(team_name), team.max_running, team.quota, asks))
-                room = min(room, _room(self.cluster, policy.max_running, policy.quota, asks))
-                if workflow:
-                    workflows.add(workflow)
-                    if limit is not None:
-                        room = min(room, limit - len(flows.get(workflow, ())))
-                out.extend(line if room >= len(line) else line[: max(1, room + 1)])
-        return out, workflows
+                    limited.add(team_name)
+                chosen = line
+                if len(line) > 1:
+                    asks = line[0].requests
+                    room = _room(scope, queue.max_running, queue.quota, asks)
+                    if team is not None:
+                        room = min(room, _room(teams.get(team_name), team.max_running, team.quota, asks))
+                    room = min(room, _room(self.cluster, policy.max_running, policy.quota, asks))
+                    if limit is not None and workflow:
+                        room = min(room, limit - members)
+                    if room < len(line):
+                        chosen = line[: max(1, room + 1)]
+                if members and limit is not None:
+                    out.extend(self._lowered(w, limit - members) for w in chosen)
+                else:
+                    out.extend(chosen)
+        return out, limited
 
-    def _summed(self, visible: list[str], listed: list[Workload]) -> list[Workload]:
-        """The summed workloads standing for every running workload not ``listed``."""
-        apart: dict[tuple[str, str], _Scope] = {}
-        for w in listed:
-            scope = apart.get((w.queue, w.team))
-            if scope is None:
-                scope = apart[(w.queue, w.team)] = _Scope()
-            scope.add(w, 1)
+    def _lowered(self, w: Workload, limit: int) -> Workload:
+        """``w`` with its workflow limit lowered to ``limit`` (cached until it changes)."""
+        cached = self._lowered_limits.get(w.key)
+        if cached is not None and cached[0] == limit:
+            return cached[1]
+        lowered = replace(w, workflow_max_running=limit)
+        self._lowered_limits[w.key] = (limit, lowered)
+        return lowered
+
+    def _summed(
+        self, visible: list[str], teams: set[str]
+    ) -> tuple[list[Workload], dict[str, int], dict[str, int]]:
+        """Summed workloads standing for all running work, and how many there are per queue
+        and per team. Queue usage is read only for open queues with a quota, team usage only
+        for ``teams`` (those of the pending work shown); all the rest counts for the cluster
+        alone, in one sum under no queue and no team."""
         out: list[Workload] = []
-        shown: dict[str, _Scope] = {}  # team -> what the queue sums and the listed show of it
-        queues = set(visible)
-        for (queue, team), cls in self.classes.items():
-            if queue not in queues or not cls.running:
+        per_queue: dict[str, int] = {}
+        per_team: dict[str, int] = {}
+        shown: dict[str, _Scope] = {}  # team -> what the queue sums hold of it
+        queues = self.setup.queues
+        for queue in visible:
+            if not queues[queue].quota:
                 continue
-            less = apart.get((queue, team))
-            count, used = cls.running, cls.used
-            if less is not None:
-                count -= less.running
-                used = dict(used)
-                _add(used, less.used, -1)
-            if count > 0:
-                out.append(self._sum(queue, team, used, cls.version if less is None else None))
-                seen = _scope(shown, team)
-                seen.running += count
-                _add(seen.used, used)
-        for w in listed:
-            _scope(shown, w.team).add(w, 1)
-        for team, scope in self.teams.items():
+            for team, cls in self.classes.get(queue, {}).items():
+                if cls.running:
+                    out.append(self._sum(queue, team, cls.used, cls.version))
+                    per_queue[queue] = per_queue.get(queue, 0) + 1
+                    per_team[team] = per_team.get(team, 0) + 1
+                    part = _scope(shown, team)
+                    part.running += cls.running
+                    _add(part.used, cls.used)
+        for team in teams:
+            scope = self.teams.get(team)
+            if scope is None or not scope.running:
+                continue
             count, used = scope.running, scope.used
-            part = shown.get(team)
-            if part is not None:
-                count -= part.running
+            seen = shown.get(team)
+            if seen is not None:
+                count -= seen.running
                 used = dict(used)
-                _add(used, part.used, -1)
+                _add(used, seen.used, -1)
             if count > 0:
                 out.append(self._sum("", team, used, None))
-        return out
+                per_team[team] = per_team.get(team, 0) + 1
+                part = _scope(shown, team)
+                part.running += count
+                _add(part.used, used)
+        count, used = self.cluster.running, dict(self.cluster.used)
+        for part in shown.values():
+            count -= part.running
+            _add(used, part.used, -1)
+        if count > 0:
+            out.append(self._sum("", "", used, None))
+        return out, per_queue, per_team
 
     def _sum(self, queue: str, team: str, used: Mapping[str, int], version: int | None) -> Workload:
         """A running workload of ``queue`` and ``team`` that holds ``used``.
@@ -294,23 +316,37 @@ class VirtualCluster:
         for name in visible:
             queue = queues[name]
             if queue.max_running is not None:
-                hidden = running.get(name, 0) - shown.get(name, 0)
-                if hidden:
-                    queue = replace(queue, max_running=queue.max_running - hidden)
+                queue = self._lowered_queue(queue, running.get(name, 0) - shown.get(name, 0))
             out[name] = queue
         for name in self._levels.values():
             out.setdefault(name, queues[name])
         return out
 
+    def _lowered_queue(self, queue: Queue, hidden: int) -> Queue:
+        if not hidden or queue.max_running is None:
+            return queue
+        cached = self._lowered_queues.get(queue.name)
+        if cached is None or cached[0] != hidden:
+            cached = self._lowered_queues[queue.name] = (
+                hidden,
+                replace(queue, max_running=queue.max_running - hidden),
+            )
+        return cached[1]
+
     def _teams(self, shown: Mapping[str, int]) -> Mapping[str, Team]:
-        out: dict[str, Team] = {}
-        for name, team in self.setup.teams.items():
-            if team.max_running is not None:
-                scope = self.teams.get(name)
-                hidden = (scope.running if scope else 0) - shown.get(name, 0)
-                if hidden:
-                    team = replace(team, max_running=team.max_running - hidden)
-            out[name] = team
+        """Teams with their maxRunning lowered by the running workloads the sums stand for."""
+        out = dict(self.setup.teams)
+        for name, count in shown.items():
+            team = out.get(name)
+            if team is None or team.max_running is None:
+                continue
+            hidden = self.teams[name].running - count
+            if hidden:
+                cached = self._lowered_teams.get(name)
+                if cached is None or cached[0] != hidden:
+                    lowered = replace(team, max_running=team.max_running - hidden)
+                    cached = self._lowered_teams[name] = (hidden, lowered)
+                out[name] = cached[1]
         return out
 
     def _policy(self, shown: int) -> Policy:
@@ -318,4 +354,6 @@ class VirtualCluster:
         hidden = self.cluster.running - shown
         if policy.max_running is None or not hidden:
             return policy
-        return replace(policy, max_running=policy.max_running - hidden)
+        if self._lowered_policy is None or self._lowered_policy[0] != hidden:
+            self._lowered_policy = (hidden, replace(policy, max_running=policy.max_running - hidden))
+        return self._lowered_policy[1]
