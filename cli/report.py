@@ -4,8 +4,9 @@
                       [-o table|csv|json] [--png FILE]
 
 ``--since`` is a length of time back from the end of the records (``7d``, ``36h``) or an RFC
-3339 time; without it the period is everything the records hold. Today records come from a trace file; the recorder in the cluster will be another
-source behind the same interface (``records.sources``).
+3339 time; without it the period is everything the records hold. Today records come from a
+trace file; the recorder in the cluster will be another source behind the same interface
+(``records.sources``).
 """
 
 from __future__ import annotations
