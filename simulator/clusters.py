@@ -90,16 +90,29 @@ def _scope(scopes: dict[_K, _Scope], name: _K) -> _Scope:
     return scope
 
 
-def _room(scope: _Scope | None, max_running: int | None, quota: Resources, asks: Resources) -> int:
-    """How many more workloads asking ``asks`` the scope's limits let in, at most."""
-    room = UNBOUNDED
+def _headroom(scope: _Scope | None, max_running: int | None, quota: Resources) -> tuple[int, dict[str, int]]:
+    """How many more workloads the scope's count limit lets in, and what its quota has left."""
     running, used = (scope.running, scope.used) if scope is not None else (0, {})
-    if max_running is not None:
-        room = max_running - running
-    for name, cap in quota.items():
-        need = asks.get(name, 0)
+    count = UNBOUNDED if max_running is None else max_running - running
+    return count, {name: cap - used.get(name, 0) for name, cap in quota.items()}
+
+
+def _tighter(a: tuple[int, dict[str, int]], b: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
+    free = dict(a[1])
+    for name, left in b[1].items():
+        if name not in free or left < free[name]:
+            free[name] = left
+    return min(a[0], b[0]), free
+
+
+def _room(headroom: tuple[int, dict[str, int]], asks: Resources) -> int:
+    """How many workloads asking ``asks`` fit in ``headroom``, at most."""
+    room, free = headroom
+    for name, need in asks.items():
         if need:
-            room = min(room, (cap - used.get(name, 0)) // need)
+            left = free.get(name)
+            if left is not None and left // need < room:
+                room = left // need
     return room
 
 
@@ -109,7 +122,7 @@ class VirtualCluster:
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
         self.waiting: dict[str, dict[Shape, list[Workload]]] = {}  # queue -> shape -> in queue order
-        self.pending: dict[str, int] = {}  # queue -> how many wait
+        self.pending: dict[str, int] = {}  # queue -> how many wait (queues with none left out)
         self.running: dict[str, Workload] = {}
         self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
         self.queues: dict[str, _Scope] = {}
@@ -119,6 +132,7 @@ class VirtualCluster:
         self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
         self._sums: dict[tuple[str, str], tuple[object, Workload]] = {}
         self._lowered_limits: dict[str, tuple[int, Workload]] = {}
+        self._headrooms: dict[tuple[str, str], tuple[int, tuple[int, dict[str, int]]]] = {}
         self._lowered_queues: dict[str, tuple[int, Queue]] = {}
         self._lowered_teams: dict[str, tuple[int, Team]] = {}
         self._lowered_policy: tuple[int, Policy] | None = None
@@ -142,7 +156,10 @@ class VirtualCluster:
         del line[i]
         if not line:
             del shapes[shape]
-        self.pending[pending.queue] -= 1
+        if self.pending[pending.queue] == 1:
+            del self.pending[pending.queue]
+        else:
+            self.pending[pending.queue] -= 1
         self._lowered_limits.pop(pending.key, None)
         self._count(running, 1)
 
@@ -174,13 +191,14 @@ class VirtualCluster:
     def open_queues(self) -> list[str]:
         """Queues with pending work that are not closed (missing, paused, at maxRunning)."""
         queues, counts = self.setup.queues, self.counts
-        return [q for q, n in self.pending.items() if n and queue_full(queues.get(q), counts) is None]
+        return [q for q in self.pending if queue_full(queues.get(q), counts) is None]
 
     def snapshot(self, now: float, exact: bool = False) -> Snapshot | None:
-        """What dispatch decides over now; None when no open queue has pending work."""
+        """What dispatch decides over now; None when it could release nothing: no open queue
+        has pending work, or none of it fits under the limits as they stand."""
         setup = self.setup
         if exact:
-            if not any(self.pending.values()):
+            if not self.pending:
                 return None
             workloads = [w for shapes in self.waiting.values() for line in shapes.values() for w in line]
             workloads.extend(self.running.values())
@@ -188,45 +206,78 @@ class VirtualCluster:
         visible = self.open_queues()
         if not visible:
             return None
-        workloads, teams = self._candidates(visible)
+        workloads, teams, fits = self._candidates(visible)
+        if not fits:
+            return None
         sums, per_queue, per_team = self._summed(visible, teams)
         workloads.extend(sums)
         return Snapshot(
             self._queues(visible, per_queue), self._teams(per_team), self._policy(len(sums)), workloads, now
         )
 
-    def _candidates(self, visible: list[str]) -> tuple[list[Workload], set[str]]:
+    def _candidates(self, visible: list[str]) -> tuple[list[Workload], set[str], bool]:
         """The first k + 1 of every shape of the open queues (workflow limits lowered by the
-        running members, which the snapshot shows only in sums), and the teams among them
-        that have limits."""
-        setup, teams, flows = self.setup, self.teams, self.flows
+        running members, which the snapshot shows only in sums), the teams among them that
+        have limits, and whether the first of any shape fits now (if none does, dispatch
+        can release nothing: usage only grows within a decision)."""
+        setup, flows = self.setup, self.flows
         policy = setup.policy
+        cluster = _headroom(self.cluster, policy.max_running, policy.quota)
+        teams: dict[str, tuple[int, dict[str, int]]] = {}
         out: list[Workload] = []
         limited: set[str] = set()
+        fits = False
         for name in visible:
             queue = setup.queues[name]
-            scope = self.queues.get(name)
+            around = _tighter(self._queue_headroom(name, queue), cluster)
+            scopes: dict[str, tuple[int, dict[str, int]]] = {}  # team -> the tightest of the three
             for (team_name, workflow, limit, _), line in self.waiting[name].items():
+                headroom = scopes.get(team_name)
+                if headroom is None:
+                    team = setup.teams.get(team_name) if team_name else None
+                    if team is None:
+                        headroom = around
+                    else:
+                        limited.add(team_name)
+                        if team_name not in teams:
+                            teams[team_name] = _headroom(
+                                self.teams.get(team_name), team.max_running, team.quota
+                            )
+                        headroom = _tighter(around, teams[team_name])
+                    scopes[team_name] = headroom
+                room = _room(headroom, line[0].requests)
                 members = len(flows.get(workflow, ())) if workflow and limit is not None else 0
-                team = setup.teams.get(team_name) if team_name else None
-                if team is not None:
-                    limited.add(team_name)
-                chosen = line
-                if len(line) > 1:
-                    asks = line[0].requests
-                    room = _room(scope, queue.max_running, queue.quota, asks)
-                    if team is not None:
-                        room = min(room, _room(teams.get(team_name), team.max_running, team.quota, asks))
-                    room = min(room, _room(self.cluster, policy.max_running, policy.quota, asks))
-                    if limit is not None and workflow:
-                        room = min(room, limit - members)
-                    if room < len(line):
-                        chosen = line[: max(1, room + 1)]
+                if limit is not None and workflow:
+                    room = min(room, limit - members)
+                fits = fits or room > 0
+                chosen = line if room >= len(line) else line[: max(1, room + 1)]
                 if members and limit is not None:
                     out.extend(self._lowered(w, limit - members) for w in chosen)
                 else:
                     out.extend(chosen)
-        return out, limited
+        return out, limited, fits
+
+    def _queue_headroom(self, name: str, queue: Queue) -> tuple[int, dict[str, int]]:
+        scope = self.queues.get(name)
+        version = scope.version if scope is not None else -1
+        cached = self._headrooms.get(("queue", name))
+        if cached is None or cached[0] != version:
+            cached = self._headrooms[("queue", name)] = (
+                version,
+                _headroom(scope, queue.max_running, queue.quota),
+            )
+        return cached[1]
+
+    def _team_headroom(self, team: Team) -> tuple[int, dict[str, int]]:
+        scope = self.teams.get(team.name)
+        version = scope.version if scope is not None else -1
+        cached = self._headrooms.get(("team", team.name))
+        if cached is None or cached[0] != version:
+            cached = self._headrooms[("team", team.name)] = (
+                version,
+                _headroom(scope, team.max_running, team.quota),
+            )
+        return cached[1]
 
     def _lowered(self, w: Workload, limit: int) -> Workload:
         """``w`` with its workflow limit lowered to ``limit`` (cached until it changes)."""
