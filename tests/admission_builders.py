@@ -63,13 +63,8 @@ class PodBuilder:
 
     def owned_by(self, kind: Kind, name: str = "train", *, controller: bool = True) -> Self:
         self._obj["metadata"].setdefault("ownerReferences", []).append(
-            {
-                "apiVersion": kind.api_version,
-                "kind": kind.kind,
-                "name": name,
-                "uid": f"uid-{name}",
-                "controller": controller,
-            }
+            {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": f"uid-{name}",
+             "controller": controller}
         )
         return self
 
@@ -140,12 +135,8 @@ def make_job(template: dict[str, Any], name: str = "train", namespace: str = "vi
 
 class PresetBuilder:
     def __init__(self, name: str) -> None:
-        self._obj: dict[str, Any] = {
-            "apiVersion": keys.API_VERSION,
-            "kind": "Preset",
-            "metadata": {"name": name},
-            "spec": {},
-        }
+        self._obj: dict[str, Any] = {"apiVersion": keys.API_VERSION, "kind": "Preset",
+                                     "metadata": {"name": name}, "spec": {}}
 
     def strategy(self, name: str) -> Self:
         self._obj["spec"]["patchStrategy"] = name
@@ -205,31 +196,19 @@ def make_queue(
     name: str, *, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()
 ) -> dict[str, Any]:
     access = {"teams": list(teams), "users": list(users), "groups": list(groups)}
-    return {
-        "apiVersion": keys.API_VERSION,
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {"priority": 10, "access": {k: v for k, v in access.items() if v}},
-    }
+    return {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name},
+            "spec": {"priority": 10, "access": {k: v for k, v in access.items() if v}}}
 
 
 def make_team(name: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()) -> dict[str, Any]:
     members = {"users": list(users), "groups": list(groups)}
-    return {
-        "apiVersion": keys.API_VERSION,
-        "kind": "Team",
-        "metadata": {"name": name},
-        "spec": {"members": {k: v for k, v in members.items() if v}},
-    }
+    return {"apiVersion": keys.API_VERSION, "kind": "Team", "metadata": {"name": name},
+            "spec": {"members": {k: v for k, v in members.items() if v}}}
 
 
 def make_policy(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": keys.API_VERSION,
-        "kind": "Policy",
-        "metadata": {"name": keys.POLICY_NAME},
-        "spec": spec,
-    }
+    return {"apiVersion": keys.API_VERSION, "kind": "Policy", "metadata": {"name": keys.POLICY_NAME},
+            "spec": spec}
 
 
 def make_namespace(
@@ -261,7 +240,9 @@ def make_catalog(
     return Catalog.from_objects(queues=queues, teams=teams, presets=presets, policy=policy)
 
 
-def create(obj: dict[str, Any], user: str = "alice", *groups: str, kind: Kind = POD) -> Request:
+def create(
+    obj: dict[str, Any], user: str = "alice", *groups: str, kind: Kind = POD
+) -> Request:
     return Request(Operation.CREATE, kind, user, frozenset(groups), obj)
 
 
@@ -300,12 +281,10 @@ def vision_teams() -> list[dict[str, Any]]:
 def vision_presets() -> list[dict[str, Any]]:
     return [
         make_preset("single-gpu").queue("vision-train").gpus(1).obj(),
-        make_preset("connections")
-        .strategy("post_merge")
+        make_preset("connections").strategy("post_merge")
         .container("env", [{"name": "DATA_URL", "value": "s3://vision"}])
         .pod("volumes", [{"name": "scratch", "emptyDir": {}}])
-        .container("volumeMounts", [{"name": "scratch", "mountPath": "/scratch"}])
-        .obj(),
+        .container("volumeMounts", [{"name": "scratch", "mountPath": "/scratch"}]).obj(),
         make_preset("prod-shape").queue("prod-train").pod("priorityClassName", "prod").obj(),
         make_preset("sweep").workflow_max_running(4).obj(),
     ]

@@ -14,13 +14,11 @@ from tests.e2e.conftest import Kubectl, eventually
 def gpu_pod(name: str, gpus: int, *, gated: bool = False, runs_for: str = "2s") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [
-            {
-                "name": "train",
-                "image": "registry.invalid/train:1",
-                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-            }
-        ],
+        "containers": [{
+            "name": "train",
+            "image": "registry.invalid/train:1",
+            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+        }],
     }
     if gated:
         spec["schedulingGates"] = [{"name": keys.GATE}]
@@ -50,12 +48,8 @@ def test_a_gated_pod_is_stored_unscheduled_and_a_gate_cannot_be_added_later(kube
 
     kubectl.wait_for("pod", "free", lambda p: p["spec"].get("nodeName"), "bound to a node")
     refusal = kubectl.fails(
-        "patch",
-        "pod",
-        "free",
-        "--type=json",
-        "-p",
-        '[{"op":"add","path":"/spec/schedulingGates","value":[{"name":"sluicegate.dev/dispatch"}]}]',
+        "patch", "pod", "free", "--type=json",
+        "-p", '[{"op":"add","path":"/spec/schedulingGates","value":[{"name":"sluicegate.dev/dispatch"}]}]',
     )
     assert "schedulingGates" in refusal
 
@@ -101,19 +95,13 @@ def test_a_job_with_parallelism_three_gets_its_pods_from_the_controller_manager_
 ) -> None:
     template = gpu_pod("unused", 1, runs_for="2s")
     del template["metadata"]["name"]
-    kubectl.apply(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "sweep"},
-            "spec": {
-                "parallelism": 3,
-                "completions": 3,
-                "backoffLimit": 0,
-                "template": {"metadata": template["metadata"], "spec": template["spec"]},
-            },
-        }
-    )
+    kubectl.apply({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "sweep"},
+        "spec": {"parallelism": 3, "completions": 3, "backoffLimit": 0,
+                 "template": {"metadata": template["metadata"], "spec": template["spec"]}},
+    })
 
     def three_pods() -> list[dict[str, Any]] | None:
         pods = kubectl.items("pods", "-l", "job-name=sweep")

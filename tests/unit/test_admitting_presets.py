@@ -145,3 +145,4 @@ def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow
 def test_warnings_point_out_what_has_no_effect(pod: PodBuilder, catalog: Catalog, warning: str) -> None:
     _, decision = admit(pod.obj(), NS, catalog)
     assert decision.warnings == (warning,)
+

@@ -279,3 +279,4 @@ def test_refusals_say_what_was_wrong_and_what_is_allowed(
     pod: PodBuilder, user: str, namespace: Namespace, catalog: Catalog, message: str
 ) -> None:
     assert run(create(pod.obj(), user), namespace, catalog) == Deny(message)
+

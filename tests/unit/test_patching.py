@@ -97,36 +97,18 @@ def test_applying_a_patch_leaves_the_input_alone() -> None:
 @pytest.mark.parametrize(
     ("patch", "result"),
     [
-        pytest.param(
-            [{"op": "add", "path": "/l/1", "value": "x"}],
-            {"m": {"k/1": 1}, "l": ["a", "x", "b"]},
-            id="add inserts into a list",
-        ),
-        pytest.param(
-            [{"op": "remove", "path": "/m/k~11"}],
-            {"m": {}, "l": ["a", "b"]},
-            id="remove takes out an escaped key",
-        ),
-        pytest.param(
-            [{"op": "replace", "path": "/l/0", "value": "z"}],
-            {"m": {"k/1": 1}, "l": ["z", "b"]},
-            id="replace swaps a list item",
-        ),
-        pytest.param(
-            [{"op": "test", "path": "/l/1", "value": "b"}],
-            {"m": {"k/1": 1}, "l": ["a", "b"]},
-            id="a passing test changes nothing",
-        ),
-        pytest.param(
-            [{"op": "move", "from": "/l/0", "path": "/m/first"}],
-            {"m": {"k/1": 1, "first": "a"}, "l": ["b"]},
-            id="move",
-        ),
-        pytest.param(
-            [{"op": "copy", "from": "/m", "path": "/n"}],
-            {"m": {"k/1": 1}, "n": {"k/1": 1}, "l": ["a", "b"]},
-            id="copy",
-        ),
+        pytest.param([{"op": "add", "path": "/l/1", "value": "x"}], {"m": {"k/1": 1}, "l": ["a", "x", "b"]},
+                     id="add inserts into a list"),
+        pytest.param([{"op": "remove", "path": "/m/k~11"}], {"m": {}, "l": ["a", "b"]},
+                     id="remove takes out an escaped key"),
+        pytest.param([{"op": "replace", "path": "/l/0", "value": "z"}], {"m": {"k/1": 1}, "l": ["z", "b"]},
+                     id="replace swaps a list item"),
+        pytest.param([{"op": "test", "path": "/l/1", "value": "b"}], {"m": {"k/1": 1}, "l": ["a", "b"]},
+                     id="a passing test changes nothing"),
+        pytest.param([{"op": "move", "from": "/l/0", "path": "/m/first"}],
+                     {"m": {"k/1": 1, "first": "a"}, "l": ["b"]}, id="move"),
+        pytest.param([{"op": "copy", "from": "/m", "path": "/n"}],
+                     {"m": {"k/1": 1}, "n": {"k/1": 1}, "l": ["a", "b"]}, id="copy"),
         pytest.param([{"op": "replace", "path": "", "value": {}}], {}, id="replace the whole document"),
     ],
 )
@@ -137,30 +119,18 @@ def test_every_operation_applies(patch: list[PatchOp], result: Any) -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        pytest.param(
-            [{"op": "replace", "path": "/missing", "value": 1}],
-            "path /missing does not exist",
-            id="replace needs the path to exist",
-        ),
-        pytest.param(
-            [{"op": "remove", "path": "/l/5"}], "path /l/5 does not exist", id="remove out of range"
-        ),
-        pytest.param(
-            [{"op": "add", "path": "/l/9", "value": 1}],
-            "path /l/9: index out of range",
-            id="add past the end of a list",
-        ),
-        pytest.param(
-            [{"op": "test", "path": "/l/0", "value": "z"}], "test failed at /l/0", id="a failing test"
-        ),
-        pytest.param(
-            [{"op": "add", "path": "l", "value": 1}], "'l' is not a JSON pointer", id="a bad pointer"
-        ),
-        pytest.param(
-            [{"op": "add", "path": "/x/y", "value": 1}],
-            "path /x/y does not exist",
-            id="add needs the parent to exist",
-        ),
+        pytest.param([{"op": "replace", "path": "/missing", "value": 1}], "path /missing does not exist",
+                     id="replace needs the path to exist"),
+        pytest.param([{"op": "remove", "path": "/l/5"}], "path /l/5 does not exist",
+                     id="remove out of range"),
+        pytest.param([{"op": "add", "path": "/l/9", "value": 1}], "path /l/9: index out of range",
+                     id="add past the end of a list"),
+        pytest.param([{"op": "test", "path": "/l/0", "value": "z"}], "test failed at /l/0",
+                     id="a failing test"),
+        pytest.param([{"op": "add", "path": "l", "value": 1}], "'l' is not a JSON pointer",
+                     id="a bad pointer"),
+        pytest.param([{"op": "add", "path": "/x/y", "value": 1}], "path /x/y does not exist",
+                     id="add needs the parent to exist"),
     ],
 )
 def test_a_patch_that_cannot_apply_is_an_error(patch: list[PatchOp], message: str) -> None:

@@ -25,31 +25,19 @@ def test_a_bare_preset_replaces_and_sets_nothing() -> None:
 
 
 def test_the_full_shape_from_the_design_parses() -> None:
-    preset = Preset.parse(
-        {
-            "metadata": {"name": "single-gpu"},
-            "spec": {
-                "patchStrategy": "post_merge",
-                "queue": "vision-train",
-                "workflowMaxRunning": 4,
-                "metadata": {"labels": {"team-app": "train"}, "annotations": {"note": "x"}},
-                "pod": {
-                    "nodeSelector": {"pool": "a100"},
-                    "tolerations": [],
-                    "affinity": {},
-                    "priorityClassName": "",
-                    "runtimeClassName": "nvidia",
-                    "volumes": [],
-                },
-                "container": {
-                    "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": 1}},
-                    "env": [{"name": "A", "value": "1"}],
-                    "envFrom": [],
-                    "volumeMounts": [],
-                },
-            },
-        }
-    )
+    preset = Preset.parse({
+        "metadata": {"name": "single-gpu"},
+        "spec": {
+            "patchStrategy": "post_merge",
+            "queue": "vision-train",
+            "workflowMaxRunning": 4,
+            "metadata": {"labels": {"team-app": "train"}, "annotations": {"note": "x"}},
+            "pod": {"nodeSelector": {"pool": "a100"}, "tolerations": [], "affinity": {},
+                    "priorityClassName": "", "runtimeClassName": "nvidia", "volumes": []},
+            "container": {"resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": 1}},
+                          "env": [{"name": "A", "value": "1"}], "envFrom": [], "volumeMounts": []},
+        },
+    })
     assert preset.strategy is Strategy.POST_MERGE
     assert preset.queue == "vision-train"
     assert preset.workflow_max_running == 4
@@ -58,8 +46,7 @@ def test_the_full_shape_from_the_design_parses() -> None:
     assert dict(preset.pod) == {"nodeSelector": {"pool": "a100"}, "runtimeClassName": "nvidia"}
     assert dict(preset.container) == {"env": [{"name": "A", "value": "1"}]}
     assert {k: dict(v) for k, v in preset.resources.items()} == {
-        "requests": {"nvidia.com/gpu": "1"},
-        "limits": {"nvidia.com/gpu": 1},
+        "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": 1}
     }
 
 
@@ -181,10 +168,8 @@ POD_WITH_EVERYTHING = (
     make_pod()
     .label("app", "train")
     .spec("nodeSelector", {"pool": "h100", "zone": "a"})
-    .spec(
-        "tolerations",
-        [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}, {"key": "spot", "operator": "Exists"}],
-    )
+    .spec("tolerations", [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                           {"key": "spot", "operator": "Exists"}])
     .spec("affinity", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}})
     .spec("priorityClassName", "low")
     .spec("volumes", [{"name": "data", "emptyDir": {}}])
@@ -204,51 +189,26 @@ def preset_for_everything(strategy: str) -> PresetBuilder:
         .label("app", "preset")
         .label("cost-center", "ml")
         .pod("nodeSelector", {"pool": "a100"})
-        .pod(
-            "tolerations",
-            [
-                {"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
-                {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
-            ],
-        )
-        .pod(
-            "affinity",
-            {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]
-                    }
-                }
-            },
-        )
+        .pod("tolerations", [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
+                             {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}])
+        .pod("affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}})
         .pod("priorityClassName", "high")
         .pod("runtimeClassName", "nvidia")
-        .pod(
-            "volumes",
-            [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
-                {"name": "cache", "emptyDir": {}},
-            ],
-        )
+        .pod("volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
+                         {"name": "cache", "emptyDir": {}}])
         .requests(gpu="1", cpu="8")
         .limits(gpu="1")
         .container("env", [{"name": "MODE", "value": "preset"}, {"name": "NCCL", "value": "1"}])
-        .container(
-            "envFrom",
-            [{"configMapRef": {"name": "settings", "optional": True}}, {"secretRef": {"name": "settings"}}],
-        )
-        .container(
-            "volumeMounts",
-            [{"name": "cache", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}],
-        )
+        .container("envFrom", [{"configMapRef": {"name": "settings", "optional": True}},
+                               {"secretRef": {"name": "settings"}}])
+        .container("volumeMounts", [{"name": "cache", "mountPath": "/data"},
+                                    {"name": "cache", "mountPath": "/cache"}])
     )
 
 
-REQUIRED_GPU = {
-    "requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]
-    }
-}
+REQUIRED_GPU = {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}
 PREFERRED = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}
 
 
@@ -256,214 +216,98 @@ PREFERRED = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}
     ("strategy", "path", "expected"),
     [
         # replace: maps key by key with the preset winning; everything else is the preset's.
-        pytest.param(
-            "replace",
-            ("metadata", "labels"),
-            {"app": "preset", "cost-center": "ml"},
-            id="replace: a label the preset sets replaces the pod's, others stay",
-        ),
-        pytest.param(
-            "replace",
-            ("spec", "nodeSelector"),
-            {"pool": "a100", "zone": "a"},
-            id="replace: node selector keys are replaced one by one",
-        ),
-        pytest.param(
-            "replace",
-            ("spec", "tolerations"),
-            [
-                {"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
-                {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
-            ],
-            id="replace: the pod's tolerations give way to the preset's list",
-        ),
-        pytest.param(
-            "replace",
-            ("spec", "affinity"),
-            {"nodeAffinity": REQUIRED_GPU},
-            id="replace: the preset's affinity replaces the pod's whole",
-        ),
-        pytest.param(
-            "replace", ("spec", "priorityClassName"), "high", id="replace: the preset's priority class wins"
-        ),
-        pytest.param(
-            "replace",
-            ("spec", "volumes"),
-            [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
-                {"name": "cache", "emptyDir": {}},
-            ],
-            id="replace: the pod's volumes give way to the preset's list",
-        ),
-        pytest.param(
-            "replace",
-            ("resources",),
-            {"requests": {"cpu": "8", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
-            id="replace: a GPU preset keeps the pod's memory request",
-        ),
-        pytest.param(
-            "replace",
-            ("env",),
-            [{"name": "MODE", "value": "preset"}, {"name": "NCCL", "value": "1"}],
-            id="replace: the container's env is the preset's",
-        ),
+        pytest.param("replace", ("metadata", "labels"), {"app": "preset", "cost-center": "ml"},
+                     id="replace: a label the preset sets replaces the pod's, others stay"),
+        pytest.param("replace", ("spec", "nodeSelector"), {"pool": "a100", "zone": "a"},
+                     id="replace: node selector keys are replaced one by one"),
+        pytest.param("replace", ("spec", "tolerations"),
+                     [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
+                      {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}],
+                     id="replace: the pod's tolerations give way to the preset's list"),
+        pytest.param("replace", ("spec", "affinity"), {"nodeAffinity": REQUIRED_GPU},
+                     id="replace: the preset's affinity replaces the pod's whole"),
+        pytest.param("replace", ("spec", "priorityClassName"), "high",
+                     id="replace: the preset's priority class wins"),
+        pytest.param("replace", ("spec", "volumes"),
+                     [{"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
+                      {"name": "cache", "emptyDir": {}}],
+                     id="replace: the pod's volumes give way to the preset's list"),
+        pytest.param("replace", ("resources",),
+                     {"requests": {"cpu": "8", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
+                     id="replace: a GPU preset keeps the pod's memory request"),
+        pytest.param("replace", ("env",),
+                     [{"name": "MODE", "value": "preset"}, {"name": "NCCL", "value": "1"}],
+                     id="replace: the container's env is the preset's"),
         # isnull: fill only what the pod left empty.
-        pytest.param(
-            "isnull",
-            ("metadata", "labels"),
-            {"app": "train", "cost-center": "ml"},
-            id="isnull: a label the pod set is kept, a missing one is filled",
-        ),
-        pytest.param(
-            "isnull",
-            ("spec", "nodeSelector"),
-            {"pool": "h100", "zone": "a"},
-            id="isnull: node selector keys the pod set are kept",
-        ),
-        pytest.param(
-            "isnull",
-            ("spec", "tolerations"),
-            [
-                {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
-                {"key": "spot", "operator": "Exists"},
-            ],
-            id="isnull: the pod's tolerations are kept whole",
-        ),
-        pytest.param(
-            "isnull",
-            ("spec", "affinity"),
-            {"nodeAffinity": PREFERRED},
-            id="isnull: the pod's affinity is kept",
-        ),
-        pytest.param(
-            "isnull", ("spec", "priorityClassName"), "low", id="isnull: the pod's priority class is kept"
-        ),
-        pytest.param(
-            "isnull",
-            ("spec", "runtimeClassName"),
-            "nvidia",
-            id="isnull: a runtime class the pod left empty is filled",
-        ),
-        pytest.param(
-            "isnull",
-            ("resources",),
-            {"requests": {"cpu": "4", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
-            id="isnull: the pod's cpu request is kept, the GPU request filled",
-        ),
-        pytest.param(
-            "isnull",
-            ("env",),
-            [{"name": "MODE", "value": "pod"}, {"name": "SEED", "value": "1"}],
-            id="isnull: the pod's env is kept whole",
-        ),
+        pytest.param("isnull", ("metadata", "labels"), {"app": "train", "cost-center": "ml"},
+                     id="isnull: a label the pod set is kept, a missing one is filled"),
+        pytest.param("isnull", ("spec", "nodeSelector"), {"pool": "h100", "zone": "a"},
+                     id="isnull: node selector keys the pod set are kept"),
+        pytest.param("isnull", ("spec", "tolerations"),
+                     [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                      {"key": "spot", "operator": "Exists"}],
+                     id="isnull: the pod's tolerations are kept whole"),
+        pytest.param("isnull", ("spec", "affinity"), {"nodeAffinity": PREFERRED},
+                     id="isnull: the pod's affinity is kept"),
+        pytest.param("isnull", ("spec", "priorityClassName"), "low",
+                     id="isnull: the pod's priority class is kept"),
+        pytest.param("isnull", ("spec", "runtimeClassName"), "nvidia",
+                     id="isnull: a runtime class the pod left empty is filled"),
+        pytest.param("isnull", ("resources",),
+                     {"requests": {"cpu": "4", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
+                     id="isnull: the pod's cpu request is kept, the GPU request filled"),
+        pytest.param("isnull", ("env",), [{"name": "MODE", "value": "pod"}, {"name": "SEED", "value": "1"}],
+                     id="isnull: the pod's env is kept whole"),
         # post_merge: merged, the preset wins.
-        pytest.param(
-            "post_merge",
-            ("spec", "tolerations"),
-            [
-                {"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
-                {"key": "spot", "operator": "Exists"},
-                {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
-            ],
-            id="post_merge: tolerations match by key and effect, the preset's replaces the pod's",
-        ),
-        pytest.param(
-            "post_merge",
-            ("spec", "affinity"),
-            {"nodeAffinity": {**PREFERRED, **REQUIRED_GPU}},
-            id="post_merge: affinities merge deeply",
-        ),
-        pytest.param(
-            "post_merge",
-            ("spec", "volumes"),
-            [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
-                {"name": "cache", "emptyDir": {}},
-            ],
-            id="post_merge: volumes match by name and the preset's is taken whole",
-        ),
-        pytest.param(
-            "post_merge",
-            ("env",),
-            [
-                {"name": "MODE", "value": "preset"},
-                {"name": "SEED", "value": "1"},
-                {"name": "NCCL", "value": "1"},
-            ],
-            id="post_merge: env vars match by name, the preset's value wins, new ones follow",
-        ),
-        pytest.param(
-            "post_merge",
-            ("envFrom",),
-            [{"configMapRef": {"name": "settings", "optional": True}}, {"secretRef": {"name": "settings"}}],
-            id="post_merge: envFrom matches by ConfigMap or Secret name, not by name alone",
-        ),
-        pytest.param(
-            "post_merge",
-            ("volumeMounts",),
-            [{"name": "cache", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}],
-            id="post_merge: volume mounts match by mount path",
-        ),
-        pytest.param(
-            "post_merge",
-            ("spec", "priorityClassName"),
-            "high",
-            id="post_merge: the preset's priority class wins",
-        ),
+        pytest.param("post_merge", ("spec", "tolerations"),
+                     [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
+                      {"key": "spot", "operator": "Exists"},
+                      {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}],
+                     id="post_merge: tolerations match by key and effect, the preset's replaces the pod's"),
+        pytest.param("post_merge", ("spec", "affinity"), {"nodeAffinity": {**PREFERRED, **REQUIRED_GPU}},
+                     id="post_merge: affinities merge deeply"),
+        pytest.param("post_merge", ("spec", "volumes"),
+                     [{"name": "data", "persistentVolumeClaim": {"claimName": "set"}},
+                      {"name": "cache", "emptyDir": {}}],
+                     id="post_merge: volumes match by name and the preset's is taken whole"),
+        pytest.param("post_merge", ("env",),
+                     [{"name": "MODE", "value": "preset"}, {"name": "SEED", "value": "1"},
+                      {"name": "NCCL", "value": "1"}],
+                     id="post_merge: env vars match by name, the preset's value wins, new ones follow"),
+        pytest.param("post_merge", ("envFrom",),
+                     [{"configMapRef": {"name": "settings", "optional": True}},
+                      {"secretRef": {"name": "settings"}}],
+                     id="post_merge: envFrom matches by ConfigMap or Secret name, not by name alone"),
+        pytest.param("post_merge", ("volumeMounts",),
+                     [{"name": "cache", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}],
+                     id="post_merge: volume mounts match by mount path"),
+        pytest.param("post_merge", ("spec", "priorityClassName"), "high",
+                     id="post_merge: the preset's priority class wins"),
         # pre_merge: merged, the pod wins.
-        pytest.param(
-            "pre_merge",
-            ("metadata", "labels"),
-            {"app": "train", "cost-center": "ml"},
-            id="pre_merge: the pod's label wins, the preset's new label is added",
-        ),
-        pytest.param(
-            "pre_merge",
-            ("spec", "tolerations"),
-            [
-                {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
-                {"key": "spot", "operator": "Exists"},
-                {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
-            ],
-            id="pre_merge: the pod's toleration wins, the preset's other effect is added",
-        ),
-        pytest.param(
-            "pre_merge",
-            ("spec", "affinity"),
-            {"nodeAffinity": {**REQUIRED_GPU, **PREFERRED}},
-            id="pre_merge: affinities merge deeply",
-        ),
-        pytest.param(
-            "pre_merge",
-            ("spec", "volumes"),
-            [{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}],
-            id="pre_merge: the pod's volume of the same name wins",
-        ),
-        pytest.param(
-            "pre_merge",
-            ("env",),
-            [
-                {"name": "MODE", "value": "pod"},
-                {"name": "SEED", "value": "1"},
-                {"name": "NCCL", "value": "1"},
-            ],
-            id="pre_merge: the pod's env var wins, the preset's new one is added",
-        ),
-        pytest.param(
-            "pre_merge",
-            ("volumeMounts",),
-            [{"name": "data", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}],
-            id="pre_merge: the pod's mount at the same path wins",
-        ),
-        pytest.param(
-            "pre_merge", ("spec", "priorityClassName"), "low", id="pre_merge: the pod's priority class wins"
-        ),
-        pytest.param(
-            "pre_merge",
-            ("resources",),
-            {"requests": {"cpu": "4", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
-            id="pre_merge: the pod's cpu request wins",
-        ),
+        pytest.param("pre_merge", ("metadata", "labels"), {"app": "train", "cost-center": "ml"},
+                     id="pre_merge: the pod's label wins, the preset's new label is added"),
+        pytest.param("pre_merge", ("spec", "tolerations"),
+                     [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                      {"key": "spot", "operator": "Exists"},
+                      {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}],
+                     id="pre_merge: the pod's toleration wins, the preset's other effect is added"),
+        pytest.param("pre_merge", ("spec", "affinity"), {"nodeAffinity": {**REQUIRED_GPU, **PREFERRED}},
+                     id="pre_merge: affinities merge deeply"),
+        pytest.param("pre_merge", ("spec", "volumes"),
+                     [{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}],
+                     id="pre_merge: the pod's volume of the same name wins"),
+        pytest.param("pre_merge", ("env",),
+                     [{"name": "MODE", "value": "pod"}, {"name": "SEED", "value": "1"},
+                      {"name": "NCCL", "value": "1"}],
+                     id="pre_merge: the pod's env var wins, the preset's new one is added"),
+        pytest.param("pre_merge", ("volumeMounts",),
+                     [{"name": "data", "mountPath": "/data"}, {"name": "cache", "mountPath": "/cache"}],
+                     id="pre_merge: the pod's mount at the same path wins"),
+        pytest.param("pre_merge", ("spec", "priorityClassName"), "low",
+                     id="pre_merge: the pod's priority class wins"),
+        pytest.param("pre_merge", ("resources",),
+                     {"requests": {"cpu": "4", "memory": "16Gi", GPU: "1"}, "limits": {GPU: "1"}},
+                     id="pre_merge: the pod's cpu request wins"),
     ],
 )
 def test_each_strategy_treats_each_field(strategy: str, path: tuple[str, ...], expected: Any) -> None:
@@ -522,22 +366,12 @@ def test_the_container_section_applies_to_the_main_container(pod: dict[str, Any]
 
 
 def test_presets_merge_in_order_each_by_its_own_strategy() -> None:
-    base = Preset.parse(
-        make_preset("base")
-        .pod("priorityClassName", "normal")
-        .container("env", [{"name": "A", "value": "base"}])
-        .obj()
-    )
-    fill = Preset.parse(
-        make_preset("fill")
-        .strategy("isnull")
-        .pod("priorityClassName", "low")
-        .pod("runtimeClassName", "nvidia")
-        .obj()
-    )
-    add = Preset.parse(
-        make_preset("add").strategy("post_merge").container("env", [{"name": "B", "value": "add"}]).obj()
-    )
+    base = Preset.parse(make_preset("base").pod("priorityClassName", "normal").container(
+        "env", [{"name": "A", "value": "base"}]).obj())
+    fill = Preset.parse(make_preset("fill").strategy("isnull").pod("priorityClassName", "low").pod(
+        "runtimeClassName", "nvidia").obj())
+    add = Preset.parse(make_preset("add").strategy("post_merge").container(
+        "env", [{"name": "B", "value": "add"}]).obj())
     pod = apply_presets(make_pod().obj(), [base, fill, add])
     assert pod["spec"]["priorityClassName"] == "normal"
     assert pod["spec"]["runtimeClassName"] == "nvidia"
@@ -547,14 +381,8 @@ def test_presets_merge_in_order_each_by_its_own_strategy() -> None:
 def test_a_null_in_the_pod_counts_as_empty() -> None:
     pod = make_pod().spec("tolerations", None).spec("affinity", None).obj()
     pod["metadata"]["labels"] = None
-    result = merged(
-        pod,
-        make_preset("p")
-        .strategy("isnull")
-        .label("a", "b")
-        .pod("tolerations", [{"key": "gpu", "operator": "Exists"}])
-        .pod("affinity", {"podAffinity": {}}),
-    )
+    result = merged(pod, make_preset("p").strategy("isnull").label("a", "b").pod(
+        "tolerations", [{"key": "gpu", "operator": "Exists"}]).pod("affinity", {"podAffinity": {}}))
     assert result["metadata"]["labels"] == {"a": "b"}
     assert result["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     assert result["spec"]["affinity"] == {"podAffinity": {}}
