@@ -17,10 +17,10 @@ so a workload that does not fit when tried never fits later in the same decision
   the limits at the start of the cycle let at most *k* of a shape go, only the first *k* + 1
   of that shape (in queue order) are shown: the (*k* + 1)-th cannot go, and neither can any
   after it, nor can they be a queue's head before it.
-* Running work is summed, not listed. The running work of a queue that has pending work in the
-  snapshot is carried by one running workload per (queue, team) holding the sum of their
-  requests; the rest of a team's running work by one per team, under no queue (so no queue
-  counts it).
+* Running work is summed, not listed: one running workload per (queue, team) holding the sum
+  of their requests, for each open queue with a quota; one per team for the teams (with a Team
+  object) of the pending work shown; and one for the rest of the cluster, under no queue and no
+  team. Quotas read exactly the sums they read over the whole cluster.
 * The summed workloads count one each, and none belongs to a workflow; so each ``maxRunning``
   (queue, team, cluster) in the snapshot is lowered by the number of running workloads the sums
   stand for, less the number of summed workloads, and each pending workload's workflow limit by
@@ -28,6 +28,8 @@ so a workload that does not fit when tried never fits later in the same decision
   are never changed, so "asks for more than the quota by itself" keeps its meaning.
 * ``snapshot.queues`` holds the queues with pending work in the snapshot and one queue of every
   priority (``turns`` keeps a turn only for priorities some queue has).
+* When the first workload of every shape is already over some limit, dispatch can release
+  nothing (usage only grows within a decision), and no snapshot is made.
 
 ``exact=True`` gives the whole cluster instead: every pending and running workload, the limits
 as they are; the reference the compact snapshot is tested against.
