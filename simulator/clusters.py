@@ -99,25 +99,6 @@ def _headroom(scope: _Scope | None, max_running: int | None, quota: Resources) -
     return count, {name: cap - used.get(name, 0) for name, cap in quota.items()}
 
 
-def _tighter(a: tuple[int, dict[str, int]], b: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
-    free = dict(a[1])
-    for name, left in b[1].items():
-        if name not in free or left < free[name]:
-            free[name] = left
-    return min(a[0], b[0]), free
-
-
-def _room(headroom: tuple[int, dict[str, int]], asks: Resources) -> int:
-    """How many workloads asking ``asks`` fit in ``headroom``, at most."""
-    room, free = headroom
-    for name, need in asks.items():
-        if need:
-            left = free.get(name)
-            if left is not None and left // need < room:
-                room = left // need
-    return room
-
-
 class VirtualCluster:
     """Pending and running workloads, and usage per queue, team, (queue, team) and cluster."""
 
@@ -224,30 +205,32 @@ class VirtualCluster:
         can release nothing: usage only grows within a decision)."""
         setup, flows = self.setup, self.flows
         policy = setup.policy
-        cluster = _headroom(self.cluster, policy.max_running, policy.quota)
+        cluster_count, cluster_free = _headroom(self.cluster, policy.max_running, policy.quota)
         teams: dict[str, tuple[int, dict[str, int]]] = {}
         out: list[Workload] = []
         limited: set[str] = set()
         fits = False
         for name in visible:
             queue = setup.queues[name]
-            around = _tighter(self._queue_headroom(name, queue), cluster)
-            scopes: dict[str, tuple[int, dict[str, int]]] = {}  # team -> the tightest of the three
+            queue_count, queue_free = self._queue_headroom(name, queue)
+            base = min(queue_count, cluster_count)
             for (team_name, workflow, limit, _), line in self.waiting[name].items():
-                headroom = scopes.get(team_name)
-                if headroom is None:
-                    team = setup.teams.get(team_name) if team_name else None
-                    if team is None:
-                        headroom = around
-                    else:
-                        limited.add(team_name)
-                        if team_name not in teams:
-                            teams[team_name] = _headroom(
-                                self.teams.get(team_name), team.max_running, team.quota
-                            )
-                        headroom = _tighter(around, teams[team_name])
-                    scopes[team_name] = headroom
-                room = _room(headroom, line[0].requests)
+                room = base
+                frees: tuple[dict[str, int], ...] = (queue_free, cluster_free)
+                team = setup.teams.get(team_name) if team_name else None
+                if team is not None:
+                    limited.add(team_name)
+                    headroom = teams.get(team_name)
+                    if headroom is None:
+                        headroom = teams[team_name] = self._team_headroom(team)
+                    room = min(room, headroom[0])
+                    frees = (queue_free, cluster_free, headroom[1])
+                for resource, need in line[0].requests.items():
+                    if need:
+                        for free in frees:
+                            left = free.get(resource)
+                            if left is not None and left // need < room:
+                                room = left // need
                 members = len(flows.get(workflow, ())) if workflow and limit is not None else 0
                 if limit is not None and workflow:
                     room = min(room, limit - members)
@@ -300,40 +283,36 @@ class VirtualCluster:
         out: list[Workload] = []
         per_queue: dict[str, int] = {}
         per_team: dict[str, int] = {}
-        shown: dict[str, _Scope] = {}  # team -> what the queue sums hold of it
-        queues = self.setup.queues
+        shown_count: dict[str, int] = {}  # team -> running workloads the sums so far stand for
+        shown_used: dict[str, dict[str, int]] = {}  # team -> what those sums hold
+        queues, classes = self.setup.queues, self.classes
         for queue in visible:
-            if not queues[queue].quota:
+            if not queues[queue].quota or queue not in classes:
                 continue
-            for team, cls in self.classes.get(queue, {}).items():
+            for team, cls in classes[queue].items():
                 if cls.running:
                     out.append(self._sum(queue, team, cls.used, cls.version))
                     per_queue[queue] = per_queue.get(queue, 0) + 1
                     per_team[team] = per_team.get(team, 0) + 1
-                    part = _scope(shown, team)
-                    part.running += cls.running
-                    _add(part.used, cls.used)
+                    shown_count[team] = shown_count.get(team, 0) + cls.running
+                    _add(shown_used.setdefault(team, {}), cls.used)
         for team in teams:
             scope = self.teams.get(team)
-            if scope is None or not scope.running:
+            if scope is None:
                 continue
-            count, used = scope.running, scope.used
-            seen = shown.get(team)
-            if seen is not None:
-                count -= seen.running
-                used = dict(used)
-                _add(used, seen.used, -1)
+            count = scope.running - shown_count.get(team, 0)
             if count > 0:
+                used = dict(scope.used)
+                _add(used, shown_used.get(team, {}), -1)
                 out.append(self._sum("", team, used, None))
                 per_team[team] = per_team.get(team, 0) + 1
-                part = _scope(shown, team)
-                part.running += count
-                _add(part.used, used)
-        count, used = self.cluster.running, dict(self.cluster.used)
-        for part in shown.values():
-            count -= part.running
-            _add(used, part.used, -1)
+                shown_count[team] = scope.running
+                shown_used[team] = scope.used
+        count = self.cluster.running - sum(shown_count.values())
         if count > 0:
+            used = dict(self.cluster.used)
+            for part in shown_used.values():
+                _add(used, part, -1)
             out.append(self._sum("", "", used, None))
         return out, per_queue, per_team
 
