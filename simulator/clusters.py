@@ -43,7 +43,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from policy.limits import queue_full
-from policy.model import Policy, Queue, Snapshot, State, Team, Workload
+from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
 from policy.usage import Ledger
@@ -214,6 +214,9 @@ class VirtualCluster:
             queue = setup.queues[name]
             queue_count, queue_free = self._queue_headroom(name, queue)
             base = min(queue_count, cluster_count)
+            strict = queue.ordering is Ordering.STRICT_FIFO
+            first: tuple[tuple[int, float, str], int, Workload] | None = None  # a strict queue's head
+            any_room = False
             for (team_name, workflow, limit, _), line in self.waiting[name].items():
                 room = base
                 frees: tuple[dict[str, int], ...] = (queue_free, cluster_free)
@@ -234,13 +237,29 @@ class VirtualCluster:
                 members = len(flows.get(workflow, ())) if workflow and limit is not None else 0
                 if limit is not None and workflow:
                     room = min(room, limit - members)
-                fits = fits or room > 0
+                any_room = any_room or room > 0
+                if strict:
+                    order = _order(line[0])
+                    if first is None or order < first[0]:
+                        first = (order, room, line[0])
                 chosen = line if room >= len(line) else line[: max(1, room + 1)]
                 if members and limit is not None:
                     out.extend(self._lowered(w, limit - members) for w in chosen)
                 else:
                     out.extend(chosen)
+            if first is None:
+                fits = fits or any_room
+            elif not fits:
+                # A StrictFIFO queue stops at its first workload that does not fit, unless that
+                # one could never run under the quotas (dispatch passes it over): then any may go.
+                fits = first[1] > 0 or (any_room and self._never(first[2], queue))
         return out, limited, fits
+
+    def _never(self, w: Workload, queue: Queue) -> bool:
+        """Whether ``w`` asks for more than its queue's, team's or the cluster's quota alone."""
+        team = self.setup.teams.get(w.team) if w.team else None
+        quotas = (queue.quota, team.quota if team is not None else EMPTY, self.setup.policy.quota)
+        return any(need > quota.get(name, need) for quota in quotas for name, need in w.requests.items())
 
     def _queue_headroom(self, name: str, queue: Queue) -> tuple[int, dict[str, int]]:
         scope = self.queues.get(name)
