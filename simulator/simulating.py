@@ -41,6 +41,7 @@ from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
 from records.trace import Record
 from simulator.clusters import VirtualCluster
+from simulator.compacting import Compactor
 from simulator.setups import Setup
 
 
@@ -176,7 +177,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
     """Replay ``records`` under ``setup``; see the module docstring for the rules.
 
     ``exact`` hands dispatch the whole cluster every cycle instead of the compact snapshot
-    (``simulator.clusters``): the same answer, much slower; the reference in tests.
+    (``simulator.compacting``): the same answer, much slower; the reference in tests.
     """
     end = trace_end(records)
     keep = _quota_resources(setup)
@@ -197,6 +198,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
     arrivals.sort()
 
     cluster = VirtualCluster(setup)
+    compactor = Compactor(cluster)
     queues, counts = setup.queues, cluster.counts
     starvation = setup.policy.starvation_seconds
     released_at: dict[str, float] = {}
@@ -229,7 +231,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
         if not changed:
             continue  # only arrivals to closed queues: the last cycle's answer stands
         last = now
-        snapshot = cluster.snapshot(now, exact)
+        snapshot = cluster.whole(now) if exact else compactor.snapshot(now)
         if snapshot is None:
             continue
         decision = dispatch(snapshot, turns)
