@@ -54,6 +54,10 @@ test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter,
 bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
 	$(BIN)/python -m benchmarks.dispatch
 
+.PHONY: bench-simulate
+bench-simulate: $(STAMP) ## the what-if simulator replaying a synthetic week: 100,000 workloads, 50 queues
+	$(BIN)/python -m benchmarks.simulate
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up

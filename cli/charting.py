@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cli.commands import CommandError
 from records.accounting import Report
-from records.figures import step_series
+from records.figures import binned, step_series
 from simulator.outcomes import Comparison
 from simulator.simulating import Run
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 WIDTH, HEIGHT, DPI = 1200, 900, 100
 TOP = 8  # scopes drawn by name; the rest are summed as "other"
+BINS = 600  # points across a time axis: the mean GPUs in use over each
 
 
 def _figure(rows: int) -> tuple[Figure, list[Axes]]:
@@ -52,32 +53,19 @@ def _dates(times: Sequence[float]) -> Any:
     return (numpy.array(times, dtype=float) * 1e6).astype("datetime64[us]")
 
 
-def _on_grid(
+def _binned(
     series: Mapping[str, tuple[list[float], list[float]]], start: float, end: float
 ) -> tuple[list[float], dict[str, list[float]]]:
-    """Every step series resampled on one grid of change instants (for a stacked area)."""
-    grid = sorted({start, end, *(t for times, _ in series.values() for t in times if start <= t <= end)})
-    out: dict[str, list[float]] = {}
-    for name, (times, levels) in series.items():
-        values, i, level = [], 0, 0.0
-        for t in grid:
-            while i < len(times) and times[i] <= t:
-                level = levels[i]
-                i += 1
-            values.append(level)
-        out[name] = values
-    return grid, out
-
-
-def _top(
-    series: Mapping[str, tuple[list[float], list[float]]], start: float, end: float
-) -> tuple[list[float], dict[str, list[float]]]:
-    grid, values = _on_grid(series, start, end)
+    """Every series as its mean over ``BINS`` equal bins (exact areas), the top ``TOP`` by
+    GPU-hours by name and the rest summed as "other"."""
+    width = (end - start) / BINS
+    grid = [start + i * width for i in range(BINS)]
+    values = {name: binned(times, levels, start, end, BINS) for name, (times, levels) in series.items()}
     ranked = sorted(values, key=lambda n: -sum(values[n]))
     kept = {n: values[n] for n in ranked[:TOP]}
     rest = ranked[TOP:]
     if rest:
-        kept["other"] = [sum(values[n][i] for n in rest) for i in range(len(grid))]
+        kept["other"] = [sum(values[n][i] for n in rest) for i in range(BINS)]
     return grid, kept
 
 
@@ -89,14 +77,14 @@ def _stacked(
     end: float,
     capacity: float | None,
 ) -> None:
-    grid, values = _top(series, start, end)
+    grid, values = _binned(series, start, end)
     if values:
         ax.stackplot(_dates(grid), list(values.values()), labels=list(values), step="post")
         ax.legend(loc="upper left", fontsize="small", ncols=3)
     if capacity:
         ax.axhline(capacity, color="black", linestyle="--", linewidth=1)
     ax.set_title(title)
-    ax.set_ylabel("GPUs in use")
+    ax.set_ylabel("GPUs in use (mean per bin)")
 
 
 def report_png(
@@ -153,10 +141,13 @@ def simulation_png(path: Path, c: Comparison, proposed: Run, baseline: Run, reso
             if r.released is not None and r.finished is not None
         )
         if times:
-            use.step(_dates(times), levels, where="post", label=run.label)
+            start, end = c.proposed.window[0], max(c.proposed.window[1], c.baseline.window[1])
+            width = (end - start) / BINS
+            grid = [start + i * width for i in range(BINS)]
+            use.step(_dates(grid), binned(times, levels, start, end, BINS), where="post", label=run.label)
     if c.proposed.capacity:
         use.axhline(c.proposed.capacity, color="black", linestyle="--", linewidth=1, label="capacity")
-    use.set_ylabel("GPUs in use")
+    use.set_ylabel("GPUs in use (mean per bin)")
     use.set_title("GPUs in use in the cluster")
     use.legend(fontsize="small")
     _save(figure, path)

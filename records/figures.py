@@ -65,6 +65,29 @@ def step_series(intervals: Iterable[tuple[float, float, float]]) -> tuple[list[f
     return times, levels
 
 
+def binned(
+    times: Sequence[float], levels: Sequence[float], start: float, end: float, bins: int
+) -> list[float]:
+    """The mean of a step series (``step_series``) over each of ``bins`` equal bins of
+    ``[start, end)``: the exact area under it in each bin, divided by the bin's length."""
+    width = (end - start) / bins
+    area = [0.0] * bins
+    if width <= 0:
+        return area
+    ends = [*times[1:], end]
+    for t, until, level in zip(times, ends, levels, strict=True):
+        a, b = max(t, start), min(until, end)
+        if b <= a or not level:
+            continue
+        first = max(0, int((a - start) // width))
+        last = min(bins - 1, int((b - start) // width))
+        for k in range(first, last + 1):
+            lo, hi = max(a, start + k * width), min(b, start + (k + 1) * width)
+            if hi > lo:
+                area[k] += level * (hi - lo)
+    return [x / width for x in area]
+
+
 def peak(intervals: Iterable[tuple[float, float, float]]) -> float:
     """The most in use at any instant."""
     _, levels = step_series(intervals)
