@@ -73,6 +73,10 @@ bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fre
 bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
 	$(BIN)/python -m benchmarks.admission
 
+.PHONY: bench-simulate
+bench-simulate: $(STAMP) ## the what-if simulator replaying a synthetic week: 100,000 workloads, 50 queues
+	$(BIN)/python -m benchmarks.simulate
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up

@@ -1,0 +1,48 @@
+"""``sluicegate`` (also ``kubectl sluicegate``): the command line.
+
+Each subcommand lives in its own module and is listed in ``COMMANDS``; adding one is a new
+module with a ``COMMAND`` and one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from cli import report, simulate, synth
+from cli.commands import EXPECTED, Command, add
+
+COMMANDS: tuple[Command, ...] = (
+    simulate.COMMAND,
+    Command("records", "run records: traces of what ran (synth)", subcommands=(synth.COMMAND,)),
+    report.COMMAND,
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="sluicegate", description="GPU queueing for Kubernetes: what waits, what runs, and what if."
+    )
+    commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        add(commands, command)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except EXPECTED as e:
+        print(f"sluicegate: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"sluicegate: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""What a subcommand is, so that adding one is a module and one line in ``cli.__main__``.
+
+A ``Command`` names itself, adds its own arguments, and runs with the parsed arguments,
+returning the exit status. A command with ``subcommands`` is a group (``records synth``,
+later ``records export``). Expected failures raise ``CommandError`` (or one of the errors in
+``EXPECTED``); ``main`` prints them as one line on stderr and exits 1, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from records.trace import TraceError
+from simulator.setups import SetupError
+
+
+class CommandError(Exception):
+    """A command cannot do what was asked; the message says why, for the user."""
+
+
+EXPECTED: tuple[type[Exception], ...] = (CommandError, TraceError, SetupError)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None] | None = None
+    run: Callable[[argparse.Namespace], int] | None = None
+    subcommands: tuple[Command, ...] = ()
+    description: str = ""
+
+
+def add(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], command: Command) -> None:
+    """Add ``command`` (and its subcommands) to a parser's subcommands."""
+    parser = subparsers.add_parser(
+        command.name,
+        help=command.help,
+        description=command.description or command.help,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if command.configure is not None:
+        command.configure(parser)
+    if command.run is not None:
+        parser.set_defaults(run=command.run)
+    if command.subcommands:
+        inner = parser.add_subparsers(title="commands", metavar="COMMAND", required=command.run is None)
+        for sub in command.subcommands:
+            add(inner, sub)

@@ -1,0 +1,357 @@
+"""The trace: run records as JSON Lines, one workload per line (docs/records.md is the schema).
+
+``Record`` is one workload's life as the recorder saw it: when it was submitted, released,
+bound and finished, and what it asked for. Times are seconds since the epoch as floats (the
+policy model's clock); on the wire they are RFC 3339 UTC with microseconds. A float keeps a
+microsecond exactly for any date this century, so a trace reads back as it was written.
+
+Reading validates every line and raises ``TraceError`` naming the line and the field; unknown
+fields are ignored, so an older reader accepts a newer recorder's export.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import IO, Any, NotRequired, TypedDict
+
+from policy import keys
+from policy.quantities import EMPTY, QuantityError, Resources, format_amount, parse_resources
+
+
+class Phase(StrEnum):
+    """Where a workload's life stood when the record was taken."""
+
+    PENDING = "Pending"  # still gated
+    RUNNING = "Running"  # released, not finished
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    DELETED = "Deleted"  # gone before it reached Succeeded or Failed (released or not)
+
+    @property
+    def ended(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One workload (a pod, or a pod group) from submission to its end."""
+
+    namespace: str
+    name: str  # the pod's name; for a group, the name of its first pod
+    queue: str
+    submitted: float
+    phase: Phase = Phase.PENDING
+    team: str = ""
+    workflow: str = ""  # the workflow label's value, as on the pod (not namespace-qualified)
+    workflow_max_running: int | None = None
+    group: str = ""
+    group_size: int = 1
+    submitter: str = ""
+    priority: int = 0
+    requests: Resources = field(default_factory=lambda: EMPTY)  # summed over the group, milli-units
+    released: float | None = None
+    bound: float | None = None
+    node: str = ""
+    finished: float | None = None
+
+    @property
+    def key(self) -> str:
+        """The workload's key, as policy names it: ``ns/pod`` or ``ns/group:<name>``."""
+        return f"{self.namespace}/group:{self.group}" if self.group else f"{self.namespace}/{self.name}"
+
+    @property
+    def started(self) -> float | None:
+        """When it began to run: bound, else released."""
+        return self.bound if self.bound is not None else self.released
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds from submission to release; None while it waits."""
+        return None if self.released is None else self.released - self.submitted
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds it ran: finished − bound (or − released); None unless it ran and ended."""
+        started = self.started
+        if started is None or self.finished is None:
+            return None
+        return self.finished - started
+
+    def amount(self, resource: str = keys.GPU_RESOURCE) -> float:
+        """How much of ``resource`` it asked for, in units (2 GPUs -> 2.0)."""
+        return self.requests.get(resource, 0) / 1000
+
+
+class RecordJSON(TypedDict):
+    """One line of a trace, as JSON. Optional fields may also be null."""
+
+    namespace: str
+    name: str
+    queue: str
+    submitted: str
+    phase: str
+    team: NotRequired[str]
+    workflow: NotRequired[str | None]
+    workflowMaxRunning: NotRequired[int | None]
+    group: NotRequired[str | None]
+    groupSize: NotRequired[int]
+    submitter: NotRequired[str]
+    priority: NotRequired[int]
+    requests: NotRequired[dict[str, str]]
+    released: NotRequired[str | None]
+    bound: NotRequired[str | None]
+    node: NotRequired[str | None]
+    finished: NotRequired[str | None]
+
+
+class TraceError(ValueError):
+    """A trace line that cannot be used; the message names the line and the field."""
+
+    def __init__(self, line: int, field: str, problem: str, source: str = "trace") -> None:
+        self.line = line
+        self.field = field
+        self.problem = problem
+        where = f"{source} line {line}" + (f": {field}" if field else "")
+        super().__init__(f"{where}: {problem}")
+
+
+# --- times ----------------------------------------------------------------------------------
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?P<fraction>\.\d{1,9})?(?P<zone>[Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def format_time(seconds: float) -> str:
+    """RFC 3339 in UTC with microseconds: ``2026-11-30T10:00:00.250000Z``."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> float:
+    """An RFC 3339 time with a zone (``Z`` or an offset) as epoch seconds; ValueError otherwise.
+
+    Fractions finer than a microsecond (Kubernetes' MicroTime has nanoseconds) are rounded.
+    """
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an RFC 3339 time with a zone (e.g. 2026-11-30T10:00:00.000000Z)")
+    fraction = match["fraction"] or ""
+    base = text[: match.start("fraction")] if fraction else text[: match.start("zone")]
+    zone = match["zone"].upper().replace("Z", "+00:00")
+    whole = datetime.fromisoformat(base + zone)
+    micro = round(float("0" + fraction) * 1e6) if fraction else 0
+    return (whole + timedelta(microseconds=micro)).timestamp()
+
+
+# --- one line -------------------------------------------------------------------------------
+
+
+class _Line:
+    """Reads the fields of one decoded line, turning every problem into a ``TraceError``."""
+
+    def __init__(self, data: Mapping[str, Any], line: int, source: str) -> None:
+        self.data = data
+        self.line = line
+        self.source = source
+
+    def fail(self, name: str, problem: str) -> TraceError:
+        return TraceError(self.line, name, problem, self.source)
+
+    def text(self, name: str, *, required: bool = False) -> str:
+        value = self.data.get(name)
+        if value is None or value == "":
+            if required:
+                raise self.fail(name, "is missing")
+            return ""
+        if not isinstance(value, str):
+            raise self.fail(name, f"expected a string, got {value!r}")
+        return value
+
+    def integer(self, name: str, default: int | None, minimum: int | None = None) -> int | None:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(name, f"expected a whole number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(name, f"must be at least {minimum}, got {value}")
+        return value
+
+    def time(self, name: str, *, required: bool = False) -> float | None:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise self.fail(name, "is missing")
+            return None
+        if not isinstance(value, str):
+            raise self.fail(name, f"expected an RFC 3339 time, got {value!r}")
+        try:
+            return parse_time(value)
+        except ValueError as e:
+            raise self.fail(name, str(e)) from e
+
+    def requests(self) -> Resources:
+        raw = self.data.get("requests")
+        if raw is None:
+            return EMPTY
+        if not isinstance(raw, Mapping):
+            raise self.fail("requests", f"expected an object of resource to quantity, got {raw!r}")
+        try:
+            return parse_resources(raw, where="requests")
+        except QuantityError as e:
+            text = str(e)
+            name, _, problem = text.partition(": ")
+            raise self.fail(name, problem or text) from e
+
+    def phase(self) -> Phase:
+        value = self.text("phase", required=True)
+        try:
+            return Phase(value)
+        except ValueError as e:
+            allowed = ", ".join(p.value for p in Phase)
+            raise self.fail("phase", f"{value!r} is not one of {allowed}") from e
+
+
+def _check_times(r: Record, at: _Line) -> None:
+    """Times run forward, and the phase agrees with the times that are present."""
+    previous, previous_name = r.submitted, "submitted"
+    for name in ("released", "bound", "finished"):
+        value = getattr(r, name)
+        if value is None:
+            continue
+        if value < previous:
+            raise at.fail(name, f"{format_time(value)} is before {previous_name} {format_time(previous)}")
+        previous, previous_name = value, name
+    if r.bound is not None and r.released is None:
+        raise at.fail("released", "is missing, but the workload was bound (only released pods are bound)")
+    if r.phase.ended:
+        if r.finished is None:
+            raise at.fail("finished", f"is missing, but the phase is {r.phase.value}")
+        if r.phase is not Phase.DELETED and r.released is None:
+            raise at.fail("released", f"is missing, but the workload ran (phase {r.phase.value})")
+        return
+    if r.finished is not None:
+        raise at.fail("finished", f"is set, but the phase is {r.phase.value}")
+    if r.phase is Phase.RUNNING and r.released is None:
+        raise at.fail("released", "is missing, but the phase is Running")
+    if r.phase is Phase.PENDING and (r.released is not None or r.bound is not None):
+        raise at.fail("released" if r.released is not None else "bound", "is set, but the phase is Pending")
+
+
+def parse_record(data: object, line: int = 1, source: str = "trace") -> Record:
+    """One decoded JSON line as a ``Record``; ``TraceError`` when a field is wrong."""
+    if not isinstance(data, Mapping):
+        raise TraceError(line, "", f"expected a JSON object, got {type(data).__name__}", source)
+    at = _Line(data, line, source)
+    group = at.text("group")
+    group_size = at.integer("groupSize", 1, minimum=1)
+    assert group_size is not None
+    if not group and group_size != 1:
+        raise at.fail("groupSize", f"is {group_size}, but the workload names no group")
+    submitted = at.time("submitted", required=True)
+    assert submitted is not None
+    record = Record(
+        namespace=at.text("namespace", required=True),
+        name=at.text("name", required=True),
+        queue=at.text("queue", required=True),
+        submitted=submitted,
+        phase=at.phase(),
+        team=at.text("team"),
+        workflow=at.text("workflow"),
+        workflow_max_running=at.integer("workflowMaxRunning", None, minimum=1),
+        group=group,
+        group_size=group_size,
+        submitter=at.text("submitter"),
+        priority=at.integer("priority", 0) or 0,
+        requests=at.requests(),
+        released=at.time("released"),
+        bound=at.time("bound"),
+        node=at.text("node"),
+        finished=at.time("finished"),
+    )
+    if record.workflow_max_running is not None and not record.workflow:
+        raise at.fail("workflowMaxRunning", "is set, but the workload names no workflow")
+    _check_times(record, at)
+    return record
+
+
+def record_json(r: Record) -> RecordJSON:
+    """``r`` as one trace line's object; fields at their defaults are left out."""
+    out: RecordJSON = {
+        "namespace": r.namespace,
+        "name": r.name,
+        "queue": r.queue,
+        "submitted": format_time(r.submitted),
+        "phase": r.phase.value,
+    }
+    if r.team:
+        out["team"] = r.team
+    if r.workflow:
+        out["workflow"] = r.workflow
+    if r.workflow_max_running is not None:
+        out["workflowMaxRunning"] = r.workflow_max_running
+    if r.group:
+        out["group"] = r.group
+        out["groupSize"] = r.group_size
+    if r.submitter:
+        out["submitter"] = r.submitter
+    if r.priority:
+        out["priority"] = r.priority
+    if r.requests:
+        out["requests"] = {name: format_amount(amount) for name, amount in sorted(r.requests.items())}
+    if r.released is not None:
+        out["released"] = format_time(r.released)
+    if r.bound is not None:
+        out["bound"] = format_time(r.bound)
+    if r.finished is not None:
+        out["finished"] = format_time(r.finished)
+    if r.node:
+        out["node"] = r.node
+    return out
+
+
+# --- whole traces ---------------------------------------------------------------------------
+
+
+def read(lines: Iterable[str], source: str = "trace") -> Iterator[Record]:
+    """Records from JSON Lines; blank lines are skipped; a key seen twice is refused."""
+    seen: dict[str, int] = {}
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TraceError(number, "", f"not JSON: {e.msg} at column {e.colno}", source) from e
+        record = parse_record(data, number, source)
+        first = seen.setdefault(record.key, number)
+        if first != number:
+            raise TraceError(
+                number, "", f"workload {record.key} appears again (first at line {first})", source
+            )
+        yield record
+
+
+def load(stream: IO[str], source: str = "trace") -> list[Record]:
+    """Every record of an open trace file, in file order."""
+    return list(read(stream, source))
+
+
+def to_line(r: Record) -> str:
+    """One trace line, without its newline."""
+    return json.dumps(record_json(r), separators=(",", ":"), ensure_ascii=False)
+
+
+def write(records: Iterable[Record], stream: IO[str]) -> int:
+    """Write ``records`` as JSON Lines; returns how many were written."""
+    count = 0
+    for r in records:
+        stream.write(to_line(r))
+        stream.write("\n")
+        count += 1
+    return count

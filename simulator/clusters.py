@@ -1,0 +1,135 @@
+"""The simulated cluster: what waits and what runs, kept up to date event by event.
+
+Pending work is kept per queue and per *shape* (team, workflow and its limit, requests: all
+the limits read of a workload), each in queue order; running work with its usage per queue,
+team, (queue, team), workflow and the whole cluster. ``whole(now)`` is the snapshot of all of
+it; ``simulator.compacting`` makes the smaller one the replay hands dispatch.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import TypeVar
+
+from policy.limits import queue_full
+from policy.model import Snapshot, Workload
+from policy.quantities import Resources
+from policy.usage import Ledger
+from simulator.setups import Setup
+
+Shape = tuple[str, str, int | None, tuple[tuple[str, int], ...]]
+_K = TypeVar("_K")
+
+
+def shape_of(w: Workload) -> Shape:
+    return (w.team, w.workflow, w.workflow_max_running, tuple(sorted(w.requests.items())))
+
+
+def queue_order(w: Workload) -> tuple[int, float, str]:
+    """Queue order: pod priority (higher first), creation time, key."""
+    return (-w.priority, w.created, w.key)
+
+
+def add_requests(into: dict[str, int], requests: Resources, sign: int = 1) -> None:
+    for name, amount in requests.items():
+        into[name] = into.get(name, 0) + sign * amount
+
+
+class Scope:
+    """Running count and summed requests of one scope; ``version`` changes with them."""
+
+    __slots__ = ("running", "used", "version")
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.used: dict[str, int] = {}
+        self.version = 0
+
+    def add(self, w: Workload, sign: int) -> None:
+        self.running += sign
+        self.version += 1
+        add_requests(self.used, w.requests, sign)
+
+
+def scope_in(scopes: dict[_K, Scope], name: _K) -> Scope:
+    scope = scopes.get(name)
+    if scope is None:
+        scope = scopes[name] = Scope()
+    return scope
+
+
+class VirtualCluster:
+    """Pending and running workloads, and usage per queue, team, (queue, team) and cluster."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.waiting: dict[str, dict[Shape, list[Workload]]] = {}  # queue -> shape -> in queue order
+        self.pending: dict[str, int] = {}  # queue -> how many wait (queues with none left out)
+        self.running: dict[str, Workload] = {}
+        self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
+        self.queues: dict[str, Scope] = {}
+        self.classes: dict[str, dict[str, Scope]] = {}  # queue -> team -> running of both
+        self.teams: dict[str, Scope] = {}
+        self.total = Scope()  # the whole cluster
+        self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
+
+    # --- events ----------------------------------------------------------------------------
+
+    def arrive(self, w: Workload) -> None:
+        insort(self.waiting.setdefault(w.queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
+        self.pending[w.queue] = self.pending.get(w.queue, 0) + 1
+
+    def start(self, pending: Workload, running: Workload) -> None:
+        """``pending`` was released: ``running`` (its running version) now runs."""
+        shapes = self.waiting[pending.queue]
+        shape = shape_of(pending)
+        line = shapes[shape]
+        i = bisect_left(line, queue_order(pending), key=queue_order)
+        assert line[i] is pending
+        del line[i]
+        if not line:
+            del shapes[shape]
+        if self.pending[pending.queue] == 1:
+            del self.pending[pending.queue]
+        else:
+            self.pending[pending.queue] -= 1
+        self._count(running, 1)
+
+    def finish(self, key: str) -> Workload:
+        w = self.running[key]
+        self._count(w, -1)
+        return w
+
+    def _count(self, w: Workload, sign: int) -> None:
+        if sign > 0:
+            self.running[w.key] = w
+        else:
+            del self.running[w.key]
+        queue_running = self.counts.queue_running
+        queue_running[w.queue] = queue_running.get(w.queue, 0) + sign
+        scope_in(self.queues, w.queue).add(w, sign)
+        scope_in(self.classes.setdefault(w.queue, {}), w.team).add(w, sign)
+        scope_in(self.teams, w.team).add(w, sign)
+        self.total.add(w, sign)
+        if w.workflow:
+            members = self.flows.setdefault(w.workflow, {})
+            if sign > 0:
+                members[w.key] = w
+            else:
+                del members[w.key]
+
+    # --- snapshots -------------------------------------------------------------------------
+
+    def open_queues(self) -> list[str]:
+        """Queues with pending work that are not closed (missing, paused, at maxRunning)."""
+        queues, counts = self.setup.queues, self.counts
+        return [q for q in self.pending if queue_full(queues.get(q), counts) is None]
+
+    def whole(self, now: float) -> Snapshot | None:
+        """Every pending and running workload, the limits as they are; None when nothing waits."""
+        if not self.pending:
+            return None
+        setup = self.setup
+        workloads = [w for shapes in self.waiting.values() for line in shapes.values() for w in line]
+        workloads.extend(self.running.values())
+        return Snapshot(setup.queues, setup.teams, setup.policy, workloads, now)

@@ -1,0 +1,252 @@
+"""Replay a trace in virtual time through the controller's own decision, ``dispatch``.
+
+The rules of the replay (docs/architecture.md, "Records and simulation"):
+
+* Each workload arrives at its recorded ``submitted`` time, whole (a pod group with all its
+  pods), with its recorded queue, team, workflow, priority and requests.
+* A dispatch cycle runs at every instant at which something happens: an arrival or a
+  completion. Events at the same instant make one cycle (completions, then arrivals), as the
+  controller's debounce coalesces a burst. There is no fixed tick; nothing else changes the
+  state between events.
+* ``turns`` (the round-robin state) is carried from each cycle to the next, as the controller
+  keeps it in memory.
+* A released workload counts as running at once, and runs for its recorded duration
+  (finished − bound, or − released when it was never bound); then it finishes and frees its
+  slot. A workload still running when the trace ends ran at least until then: it is replayed
+  for that long (``censored``). A workload that never ran in the trace has no duration to
+  replay and is left out (``skipped``), and said so.
+* The simulator models dispatch, not placement: a released workload starts at once, as if
+  kube-scheduler always found room.
+
+The snapshot is built incrementally: each workload is converted to the policy model once (a
+pending and a running version), running work is kept in one dict, pending work per queue in
+arrival order. Two trims keep a cycle small without changing what ``dispatch`` releases: the
+pending work of a queue that is closed at the start of the cycle (missing, paused, or at
+``maxRunning``) is left out of the snapshot, since dispatch neither releases from such a queue
+nor lets it hold capacity; and requests keep only the resources some quota names, the only
+ones limits and holds read. A cycle with no pending work in an open queue cannot release
+anything and is not run.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from policy.dispatching import Turns, dispatch
+from policy.limits import queue_full
+from policy.model import State, Workload
+from policy.pods import Pod
+from policy.quantities import EMPTY, Resources
+from records.trace import Record
+from simulator.clusters import VirtualCluster
+from simulator.compacting import Compactor
+from simulator.setups import Setup
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """One workload of a run: its record, and when it was released and finished (None: never)."""
+
+    record: Record
+    released: float | None
+    finished: float | None
+    duration: float  # how long it runs once released
+
+    @property
+    def wait(self) -> float | None:
+        return None if self.released is None else self.released - self.record.submitted
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A replay of a trace under one setup (or the trace as it was recorded)."""
+
+    label: str
+    replays: tuple[Replay, ...]  # in trace order
+    order: tuple[str, ...]  # workload keys in the order they were released
+    skipped: tuple[Record, ...] = ()  # never ran in the trace: no duration to replay
+    censored: int = 0  # still running when the trace ended: replayed until then
+    cycles: int = 0  # dispatch decisions made
+
+    def by_key(self) -> Mapping[str, Replay]:
+        return {r.record.key: r for r in self.replays}
+
+
+def trace_end(records: Iterable[Record]) -> float:
+    """The last instant the trace knows about: its latest time of any kind."""
+    end = 0.0
+    for r in records:
+        for t in (r.submitted, r.released, r.bound, r.finished):
+            if t is not None and t > end:
+                end = t
+    return end
+
+
+def run_duration(r: Record, end: float) -> float | None:
+    """How long ``r`` runs once released: its recorded duration; until ``end`` if still running."""
+    duration = r.duration
+    if duration is not None:
+        return duration
+    started = r.started
+    if started is not None and r.finished is None:
+        return max(0.0, end - started)
+    return None
+
+
+def recorded(records: Sequence[Record], label: str = "recorded") -> Run:
+    """The trace as it happened, in the shape of a run: the baseline when none is given."""
+    end = trace_end(records)
+    replays: list[Replay] = []
+    skipped: list[Record] = []
+    censored = 0
+    for r in records:
+        duration = run_duration(r, end)
+        if duration is None:
+            skipped.append(r)
+            continue
+        censored += r.finished is None
+        assert r.released is not None
+        finished = r.finished if r.finished is not None else end
+        replays.append(Replay(r, r.released, finished, duration))
+    order = sorted((r for r in replays if r.released is not None), key=lambda r: (r.released, r.record.key))
+    return Run(label, tuple(replays), tuple(r.record.key for r in order), tuple(skipped), censored)
+
+
+def _quota_resources(setup: Setup) -> frozenset[str]:
+    names: set[str] = set(setup.policy.quota)
+    for queue in setup.queues.values():
+        names.update(queue.quota)
+    for team in setup.teams.values():
+        names.update(team.quota)
+    return frozenset(names)
+
+
+_PODS: dict[tuple[int, bool], tuple[Pod, ...]] = {}
+
+
+def _pods(size: int, gated: bool) -> tuple[Pod, ...]:
+    """Placeholder pods: dispatch counts a workload's pods and reads whether they are gated."""
+    pods = _PODS.get((size, gated))
+    if pods is None:
+        pods = _PODS[(size, gated)] = tuple(Pod("", f"pod-{i}", gated=gated) for i in range(size))
+    return pods
+
+
+def _workloads(r: Record, keep: frozenset[str]) -> tuple[Workload, Workload]:
+    """The pending and the running version of ``r``'s workload in the policy model."""
+    requests: Resources = {k: v for k, v in r.requests.items() if k in keep} or EMPTY
+    pending = Workload(
+        key=r.key,
+        namespace=r.namespace,
+        queue=r.queue,
+        team=r.team,
+        pods=_pods(r.group_size, True),
+        state=State.PENDING,
+        requests=requests,
+        priority=r.priority,
+        created=r.submitted,
+        workflow=f"{r.namespace}/{r.workflow}" if r.workflow else "",
+        workflow_max_running=r.workflow_max_running,
+        group_size=r.group_size,
+    )
+    running = Workload(
+        key=pending.key,
+        namespace=pending.namespace,
+        queue=pending.queue,
+        team=pending.team,
+        pods=_pods(r.group_size, False),
+        state=State.RUNNING,
+        requests=requests,
+        priority=pending.priority,
+        created=pending.created,
+        workflow=pending.workflow,
+        workflow_max_running=pending.workflow_max_running,
+        group_size=pending.group_size,
+    )
+    return pending, running
+
+
+_SLACK = 1e-3  # seconds: starvation moments this close to a cycle count as after it
+
+_INF = float("inf")
+
+
+def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False) -> Run:
+    """Replay ``records`` under ``setup``; see the module docstring for the rules.
+
+    ``exact`` hands dispatch the whole cluster every cycle instead of the compact snapshot
+    (``simulator.compacting``): the same answer, much slower; the reference in tests.
+    """
+    end = trace_end(records)
+    keep = _quota_resources(setup)
+    skipped: list[Record] = []
+    censored = 0
+    arrivals: list[tuple[float, str]] = []
+    versions: dict[str, tuple[Workload, Workload]] = {}
+    durations: dict[str, float] = {}
+    for r in records:
+        duration = run_duration(r, end)
+        if duration is None:
+            skipped.append(r)
+            continue
+        censored += r.finished is None
+        versions[r.key] = _workloads(r, keep)
+        durations[r.key] = duration
+        arrivals.append((r.submitted, r.key))
+    arrivals.sort()
+
+    cluster = VirtualCluster(setup)
+    compactor = Compactor(cluster)
+    queues, counts = setup.queues, cluster.counts
+    starvation = setup.policy.starvation_seconds
+    released_at: dict[str, float] = {}
+    finished_at: dict[str, float] = {}
+    order: list[str] = []
+    completions: list[tuple[float, int, str]] = []
+    turns = Turns()
+    cycles = 0
+    nxt, total = 0, len(arrivals)
+    crossed = 0  # arrivals[:crossed] have become starving by the last cycle
+    last = -_INF
+    while nxt < total or completions:
+        now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
+        changed = exact
+        while completions and completions[0][0] <= now:
+            key = heapq.heappop(completions)[2]
+            cluster.finish(key)
+            finished_at[key] = now
+            changed = True
+        while nxt < total and arrivals[nxt][0] <= now:
+            w = versions[arrivals[nxt][1]][0]
+            cluster.arrive(w)
+            changed = changed or queue_full(queues.get(w.queue), counts) is None
+            nxt += 1
+        # A workload that became starving since the last cycle may change the answer.
+        while crossed < nxt and arrivals[crossed][0] + starvation <= now + _SLACK:
+            moment, key = arrivals[crossed]
+            changed = changed or (moment + starvation > last - _SLACK and key not in released_at)
+            crossed += 1
+        if not changed:
+            continue  # only arrivals to closed queues: the last cycle's answer stands
+        last = now
+        snapshot = cluster.whole(now) if exact else compactor.snapshot(now)
+        if snapshot is None:
+            continue
+        decision = dispatch(snapshot, turns)
+        cycles += 1
+        turns = decision.turns
+        for w in decision.release:
+            key = w.key
+            cluster.start(*versions[key])
+            released_at[key] = now
+            order.append(key)
+            heapq.heappush(completions, (now + durations[key], len(order), key))
+
+    replays = tuple(
+        Replay(r, released_at.get(r.key), finished_at.get(r.key), durations[r.key])
+        for r in records
+        if r.key in durations
+    )
+    return Run(label or setup.source, replays, tuple(order), tuple(skipped), censored, cycles)
