@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from records.trace import Record, load
+from records.trace import Record, last_time, load
 
 
 class Source(Protocol):
@@ -43,12 +43,7 @@ class TraceFile:
         return self._records
 
     def now(self) -> float:
-        end = 0.0
-        for r in self._all():
-            for t in (r.submitted, r.released, r.bound, r.finished):
-                if t is not None and t > end:
-                    end = t
-        return end
+        return last_time(self._all())
 
     def records(self, since: float | None = None) -> Sequence[Record]:
         return [r for r in self._all() if touches(r, since)]

@@ -318,6 +318,16 @@ def record_json(r: Record) -> RecordJSON:
 # --- whole traces ---------------------------------------------------------------------------
 
 
+def last_time(records: Iterable[Record]) -> float:
+    """The last instant a trace knows about: its latest time of any kind (0 when empty)."""
+    end = 0.0
+    for r in records:
+        for t in (r.submitted, r.released, r.bound, r.finished):
+            if t is not None and t > end:
+                end = t
+    return end
+
+
 def read(lines: Iterable[str], source: str = "trace") -> Iterator[Record]:
     """Records from JSON Lines; blank lines are skipped; a key seen twice is refused."""
     seen: dict[str, int] = {}

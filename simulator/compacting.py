@@ -56,6 +56,17 @@ def _headroom(scope: Scope | None, max_running: int | None, quota: Resources) ->
     return count, {name: cap - used.get(name, 0) for name, cap in quota.items()}
 
 
+def _room(headroom: Headroom, asks: tuple[tuple[str, int], ...]) -> int:
+    """How many workloads asking ``asks`` fit in ``headroom``, at most."""
+    room, free = headroom
+    for resource, need in asks:
+        if need:
+            left = free.get(resource)
+            if left is not None and left // need < room:
+                room = left // need
+    return room
+
+
 class Compactor:
     """Makes compact snapshots of one ``VirtualCluster``, keeping what it can between cycles."""
 
@@ -65,7 +76,7 @@ class Compactor:
         self._sums: dict[tuple[str, str], tuple[object, Workload]] = {}
         self._lowered_limits: dict[str, tuple[int, Workload]] = {}
         self._lowered_before: dict[str, tuple[int, Workload]] = {}
-        self._headrooms: dict[tuple[str, str], tuple[int, Headroom]] = {}
+        self._rooms: dict[tuple[str, str, tuple[tuple[str, int], ...]], tuple[tuple[int, int], int]] = {}
         self._lowered_queues: dict[str, tuple[int, Queue]] = {}
         self._lowered_teams: dict[str, tuple[int, Team]] = {}
         self._lowered_policy: tuple[int, Policy] | None = None
@@ -96,46 +107,39 @@ class Compactor:
         setup, flows = self.setup, self.cluster.flows
         policy = setup.policy
         self._lowered_before, self._lowered_limits = self._lowered_limits, {}
-        cluster_count, cluster_free = _headroom(self.cluster.total, policy.max_running, policy.quota)
-        teams: dict[str, tuple[int, dict[str, int]]] = {}
+        cluster = _headroom(self.cluster.total, policy.max_running, policy.quota)
+        cluster_rooms: dict[tuple[tuple[str, int], ...], int] = {}  # requests -> room
         out: list[Workload] = []
         limited: set[str] = set()
         fits = False
         for name in visible:
             queue = setup.queues[name]
-            queue_count, queue_free = self._queue_headroom(name, queue)
-            base = min(queue_count, cluster_count)
             strict = queue.ordering is Ordering.STRICT_FIFO
             first: tuple[tuple[int, float, str], int, Workload] | None = None  # a strict queue's head
             any_room = False
-            for (team_name, workflow, limit, _), line in self.cluster.waiting[name].items():
-                room = base
-                frees: tuple[dict[str, int], ...] = (queue_free, cluster_free)
-                team = setup.teams.get(team_name) if team_name else None
-                if team is not None:
-                    limited.add(team_name)
-                    headroom = teams.get(team_name)
-                    if headroom is None:
-                        headroom = teams[team_name] = self._team_headroom(team)
-                    room = min(room, headroom[0])
-                    frees = (queue_free, cluster_free, headroom[1])
-                for resource, need in line[0].requests.items():
-                    if need:
-                        for free in frees:
-                            left = free.get(resource)
-                            if left is not None and left // need < room:
-                                room = left // need
-                members = len(flows.get(workflow, ())) if workflow and limit is not None else 0
+            rooms: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}  # (team, requests) -> room
+            for shape, line in self.cluster.waiting[name].items():
+                team_name, workflow, limit, asks = shape
+                room = rooms.get((team_name, asks))
+                if room is None:
+                    room = cluster_rooms.get(asks)
+                    if room is None:
+                        room = cluster_rooms[asks] = _room(cluster, asks)
+                    room = min(room, self._local_room(name, queue, team_name, asks, limited))
+                    rooms[(team_name, asks)] = room
+                members = 0
                 if limit is not None and workflow:
+                    members = len(flows.get(workflow, ()))
                     room = min(room, limit - members)
-                any_room = any_room or room > 0
+                if room > 0:
+                    any_room = True
                 if strict:
                     order = queue_order(line[0])
                     if first is None or order < first[0]:
                         first = (order, room, line[0])
                 chosen = line if room >= len(line) else line[: max(1, room + 1)]
                 if members and limit is not None:
-                    out.extend(self._lowered(w, limit - members) for w in chosen)
+                    out.extend([self._lowered(w, limit - members) for w in chosen])
                 else:
                     out.extend(chosen)
             if first is None:
@@ -146,33 +150,34 @@ class Compactor:
                 fits = first[1] > 0 or (any_room and self._never(first[2], queue))
         return out, limited, fits
 
+    def _local_room(
+        self, name: str, queue: Queue, team_name: str, asks: tuple[tuple[str, int], ...], limited: set[str]
+    ) -> int:
+        """How many workloads of ``team_name`` asking ``asks`` the queue's and the team's limits
+        let in now; kept until the usage of either changes."""
+        team = self.setup.teams.get(team_name) if team_name else None
+        queue_scope = self.cluster.queues.get(name)
+        team_scope = self.cluster.teams.get(team_name) if team is not None else None
+        versions = (
+            queue_scope.version if queue_scope is not None else -1,
+            team_scope.version if team_scope is not None else -1,
+        )
+        if team is not None:
+            limited.add(team_name)
+        cached = self._rooms.get((name, team_name, asks))
+        if cached is not None and cached[0] == versions:
+            return cached[1]
+        room = _room(_headroom(queue_scope, queue.max_running, queue.quota), asks)
+        if team is not None:
+            room = min(room, _room(_headroom(team_scope, team.max_running, team.quota), asks))
+        self._rooms[(name, team_name, asks)] = (versions, room)
+        return room
+
     def _never(self, w: Workload, queue: Queue) -> bool:
         """Whether ``w`` asks for more than its queue's, team's or the cluster's quota alone."""
         team = self.setup.teams.get(w.team) if w.team else None
         quotas = (queue.quota, team.quota if team is not None else EMPTY, self.setup.policy.quota)
         return any(need > quota.get(name, need) for quota in quotas for name, need in w.requests.items())
-
-    def _queue_headroom(self, name: str, queue: Queue) -> tuple[int, dict[str, int]]:
-        scope = self.cluster.queues.get(name)
-        version = scope.version if scope is not None else -1
-        cached = self._headrooms.get(("queue", name))
-        if cached is None or cached[0] != version:
-            cached = self._headrooms[("queue", name)] = (
-                version,
-                _headroom(scope, queue.max_running, queue.quota),
-            )
-        return cached[1]
-
-    def _team_headroom(self, team: Team) -> tuple[int, dict[str, int]]:
-        scope = self.cluster.teams.get(team.name)
-        version = scope.version if scope is not None else -1
-        cached = self._headrooms.get(("team", team.name))
-        if cached is None or cached[0] != version:
-            cached = self._headrooms[("team", team.name)] = (
-                version,
-                _headroom(scope, team.max_running, team.quota),
-            )
-        return cached[1]
 
     def _lowered(self, w: Workload, limit: int) -> Workload:
         """``w`` with its workflow limit lowered to ``limit``; kept while it is used cycle

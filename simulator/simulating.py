@@ -31,7 +31,7 @@ anything and is not run.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policy.dispatching import Turns, dispatch
@@ -39,7 +39,7 @@ from policy.limits import queue_full
 from policy.model import State, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
-from records.trace import Record
+from records.trace import Record, last_time
 from simulator.clusters import VirtualCluster
 from simulator.compacting import Compactor
 from simulator.setups import Setup
@@ -74,16 +74,6 @@ class Run:
         return {r.record.key: r for r in self.replays}
 
 
-def trace_end(records: Iterable[Record]) -> float:
-    """The last instant the trace knows about: its latest time of any kind."""
-    end = 0.0
-    for r in records:
-        for t in (r.submitted, r.released, r.bound, r.finished):
-            if t is not None and t > end:
-                end = t
-    return end
-
-
 def run_duration(r: Record, end: float) -> float | None:
     """How long ``r`` runs once released: its recorded duration; until ``end`` if still running."""
     duration = r.duration
@@ -97,7 +87,7 @@ def run_duration(r: Record, end: float) -> float | None:
 
 def recorded(records: Sequence[Record], label: str = "recorded") -> Run:
     """The trace as it happened, in the shape of a run: the baseline when none is given."""
-    end = trace_end(records)
+    end = last_time(records)
     replays: list[Replay] = []
     skipped: list[Record] = []
     censored = 0
@@ -179,7 +169,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
     ``exact`` hands dispatch the whole cluster every cycle instead of the compact snapshot
     (``simulator.compacting``): the same answer, much slower; the reference in tests.
     """
-    end = trace_end(records)
+    end = last_time(records)
     keep = _quota_resources(setup)
     skipped: list[Record] = []
     censored = 0
