@@ -54,6 +54,10 @@ test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter,
 bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
 	$(BIN)/python -m benchmarks.dispatch
 
+.PHONY: bench-ungater
+bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
+	$(BIN)/python -m benchmarks.ungater
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up
