@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import yaml
 
+from audit.connection import Credentials
+from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from controlplane.services import CONTROLLER, SERVICES
+
+if TYPE_CHECKING:
+    from tests.e2e.scenes import Scene
 
 T = TypeVar("T")
 
@@ -84,6 +91,29 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         local.down()
 
 
+# A second controller replica, as the Deployment runs two: it stands by for the Lease, and the
+# failover test kills whichever leads.
+STANDBY = dataclasses.replace(CONTROLLER, name="controller-standby")
+
+
+@pytest.fixture(scope="session")
+def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
+    """Sluicegate installed from manifests/local and running as its ServiceAccounts (the webhook,
+    and the controller with a standby replica) for the whole session, as ``make up`` leaves it."""
+    local = LocalSluicegate(cluster, services=(*SERVICES, STANDBY))
+    local.up()
+    try:
+        yield local
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def credentials(cluster: LocalCluster) -> Credentials:
+    """The cluster admin's credentials, for the auditor's own connection."""
+    return Credentials.from_kubeconfig(cluster.kubeconfig)
+
+
 @pytest.fixture
 def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     """A fresh namespace, with its default service account, deleted after the test."""
@@ -95,3 +125,18 @@ def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     )
     yield Kubectl(cluster, name)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]:
+    """A dispatch test's own Queues, Teams and namespaces (``tests.e2e.scenes.Scene``), with
+    Sluicegate running; cleaned up afterwards, and a Sluicegate process that died fails the test."""
+    from tests.e2e.scenes import Scene  # scenes uses this module's helpers
+
+    made = Scene(cluster)
+    try:
+        yield made
+    finally:
+        made.cleanup()
+    problems = sluicegate.dead()
+    assert not problems, "\n".join(problems)
