@@ -171,7 +171,8 @@ def first(record: Record, pod: PodInfo, kind: Kind) -> Event:
     for event in record.history(pod.uid):
         if event.kind is kind:
             return event
-    raise AssertionError(f"{pod.key} was never {kind.value}: {[e.kind.value for e in record.history(pod.uid)]}")
+    seen = [e.kind.value for e in record.history(pod.uid)]
+    raise AssertionError(f"{pod.key} was never {kind.value}: {seen}")
 
 
 def releases(record: Record, after: float = 0.0) -> list[tuple[float, PodInfo]]:

@@ -16,7 +16,8 @@ from policy import keys
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import Scene
 
-RULES = Path(__file__).resolve().parents[2] / "manifests" / "components" / "monitoring" / "prometheusrule.yaml"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+RULES = MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml"
 UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
 
 

@@ -89,7 +89,9 @@ def test_the_global_max_running_holds_across_queues_teams_and_namespaces(
     assert lost(mine) == [] and released_twice(mine) == []
 
 
-def test_a_team_gpu_quota_holds_across_its_namespaces_and_queues(scene: Scene, credentials: Credentials) -> None:
+def test_a_team_gpu_quota_holds_across_its_namespaces_and_queues(
+    scene: Scene, credentials: Credentials
+) -> None:
     team = scene.team("vision", quota={keys.GPU_RESOURCE: "4"})
     train, notebooks = scene.queue("train"), scene.queue("notebooks")
     first_ns, second_ns = scene.namespace(team, "research"), scene.namespace(team, "prod")

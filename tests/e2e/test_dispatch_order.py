@@ -79,7 +79,7 @@ def test_a_pod_group_of_4_is_released_only_once_all_4_exist_and_all_in_the_same_
     workers = [only(record, namespace, f"worker{i:02d}") for i in range(4)]
     assert all(first(record, w, Kind.UNGATED).at > last for w in workers)
     # One cycle released them: the controller stamps each release with its cycle's time.
-    stamps = {scene.get("pod", f"worker{i:02d}", namespace)["metadata"]["annotations"][keys.DISPATCHED_AT_ANNOTATION]
-              for i in range(4)}
+    notes = [scene.get("pod", f"worker{i:02d}", namespace)["metadata"]["annotations"] for i in range(4)]
+    stamps = {n[keys.DISPATCHED_AT_ANNOTATION] for n in notes}
     assert len(stamps) == 1, stamps
     assert lost(record) == [] and released_twice(record) == []

@@ -19,7 +19,9 @@ DRAIN_SECONDS = 120.0
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
 
 
-def test_a_job_is_queued_released_by_policy_placed_run_and_completed(scene: Scene, credentials: Credentials) -> None:
+def test_a_job_is_queued_released_by_policy_placed_run_and_completed(
+    scene: Scene, credentials: Credentials
+) -> None:
     team = scene.team("vision")
     queue = scene.queue("train", maxRunning=2)
     namespace = scene.namespace(team)

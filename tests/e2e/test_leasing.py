@@ -11,6 +11,7 @@ from audit.background import Background
 from controlplane.launching import LocalCluster
 from kube.connecting import Connection
 from kube.leasing import Elector, LeaseSettings
+from kube.resources import LEASES
 from tests.e2e.conftest import Kubectl
 
 # Short terms so the test is quick; the bounds below are for giving up, not performance targets.
@@ -33,7 +34,8 @@ def test_a_standby_takes_the_lease_when_the_leader_stops_renewing_or_releases_it
     async def scenario() -> None:
         connection = await Connection.from_kubeconfig(cluster.kubeconfig, user_agent="e2e-leasing")
         electors = {
-            name: Elector(connection, LeaseSettings(namespace=kubectl.namespace, name="e2e", identity=name, **TIMING))
+            name: Elector(connection, LeaseSettings(namespace=kubectl.namespace, name="e2e", identity=name,
+                                                    **TIMING))
             for name in ("a", "b", "c")
         }
         a, b, c = electors["a"], electors["b"], electors["c"]
@@ -45,7 +47,7 @@ def test_a_standby_takes_the_lease_when_the_leader_stops_renewing_or_releases_it
             assert not b.leading
             tasks.pop("a").cancel()  # a stops renewing without a word, as a killed process does
             await until(lambda: b.leading, "b to take over")
-            lease = await connection.get(f"/apis/coordination.k8s.io/v1/namespaces/{kubectl.namespace}/leases/e2e")
+            lease = await connection.get(LEASES.path("e2e", namespace=kubectl.namespace))
             assert lease["spec"]["holderIdentity"] == "b"
             assert lease["spec"]["leaseTransitions"] == 1
             tasks["c"] = asyncio.create_task(c.run())
