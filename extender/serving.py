@@ -52,7 +52,11 @@ async def serve(settings: Settings) -> None:
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
                                 policy_exists=lambda: len(cache.policies) > 0)
     elector.on_change(controller.leadership_changed)
-    cache.on_change(controller.queue.kick)
+    for reflector in cache.reflectors:  # every change kicks a cycle; pods only when it can matter
+        if reflector is pods:
+            pods.add_listener(controller.pod_changed)
+        else:
+            reflector.add_listener(lambda _: controller.queue.kick())
     stopping = asyncio.Event()
     runners = [web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                              shutdown_timeout=settings.shutdown_seconds)]
