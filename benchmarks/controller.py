@@ -49,7 +49,7 @@ from audit.loading import Load, new_run, submit
 from audit.naming import SLUICEGATE
 from audit.recording import Recorder
 from audit.records import Record
-from audit.scraping import flow_totals, increase, request_totals, scrape
+from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import NAMESPACE
@@ -65,10 +65,11 @@ def say(line: str) -> None:
 
 
 class Bench:
-    def __init__(self, connection: Connection, admin: Credentials, schema: str) -> None:
+    def __init__(self, connection: Connection, admin: Credentials, schema: str, pid: int) -> None:
         self.connection = connection
         self.admin = admin
         self.schema = schema
+        self.pid = pid  # the controller's process
 
     async def admin_object(self, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
         await self.connection.create(f"/apis/{keys.GROUP}/v1alpha1/{plural}",
@@ -78,14 +79,17 @@ class Bench:
     async def controller_requests(
         self, work: Callable[[], Awaitable[None]]
     ) -> tuple[float, dict[str, float]]:
-        """Run ``work``; the controller's requests meanwhile, and every client's by verb/resource."""
-        before = await scrape(self.connection)
+        """Run ``work``; the controller's requests meanwhile (and its CPU seconds, under the key
+        ``controllerCpuSeconds``), and every client's requests by verb and resource."""
+        before, cpu = await scrape(self.connection), process_usage(self.pid).cpu_seconds
         await work()
-        await asyncio.sleep(1.0)  # let the last conditions and events go out
+        await asyncio.sleep(2.0)  # let the last conditions and events go out
         after = await scrape(self.connection)
         mine = increase(flow_totals(after), flow_totals(before)).get(self.schema, 0.0)
-        totals = increase(request_totals(after), request_totals(before))
-        return mine, {"/".join(k for k in key if k): v for key, v in sorted(totals.items())}
+        grown = increase(request_totals(after), request_totals(before))
+        totals: dict[str, float] = {"/".join(k for k in key if k): v for key, v in sorted(grown.items())}
+        totals["controllerCpuSeconds"] = process_usage(self.pid).cpu_seconds - cpu
+        return mine, totals
 
     async def run_load(self, load: Load, until_finished: bool = True) -> tuple[Recorder, asyncio.Task[None]]:
         recorder = Recorder(self.admin, selector=load.selector)
@@ -159,9 +163,9 @@ class Bench:
             await self.connection.patch(f"/apis/{keys.GROUP}/v1alpha1/queues/{queue}",
                                         {"spec": {"paused": False}}, kind="merge")
             await self.until(recorder, lambda t: t.released >= pods)
+            await self.until(recorder, lambda t: t.finished >= pods)
 
         requests, totals = await self.controller_requests(work)
-        await self.until(recorder, lambda t: t.finished >= pods)
         task.cancel()
         record = recorder.snapshot()
         _check(record, Limits(), load)
@@ -242,7 +246,8 @@ async def run(cluster: LocalCluster, args: argparse.Namespace, tmp: Path) -> dic
         except ApiError as e:
             if e.status != 409:
                 raise
-        bench = Bench(connection, admin, schema["metadata"]["name"])
+        state = json.loads((cluster.layout.root / "sluicegate.json").read_text())
+        bench = Bench(connection, admin, schema["metadata"]["name"], state["pids"]["controller"])
         ungater = await provision(connection, "bench-ungater")
         kubeconfig = ungater.credentials.write_kubeconfig(tmp / "ungater.kubeconfig")
         figures: dict[str, Any] = {"nodes": args.nodes, "gpusPerNode": args.gpus}
@@ -269,6 +274,10 @@ def report(f: dict[str, Any]) -> str:
         "  controller API requests per released pod: "
         f"limited {freed['requestsPerPod']:.2f}, burst {burst['requestsPerPod']:.2f}, "
         f"drain {drained['requestsPerPod']:.2f}",
+        "  controller CPU seconds: "
+        f"limited {freed['byResource']['controllerCpuSeconds']:.1f}, "
+        f"burst {burst['byResource']['controllerCpuSeconds']:.1f}, "
+        f"drain {drained['byResource']['controllerCpuSeconds']:.1f}",
     ])
 
 

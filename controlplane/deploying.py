@@ -84,6 +84,10 @@ class LocalSluicegate:
     def port(self, name: str, port: str) -> int:
         return self._ports[name][port]
 
+    def pid(self, name: str) -> int:
+        """The process id of a running process."""
+        return self._procs[name].pid
+
     # --- up -------------------------------------------------------------------------------
 
     def up(self, progress: Progress = _quiet) -> None:
@@ -101,7 +105,7 @@ class LocalSluicegate:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
                 self.start(service.name)
-            self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            self.cluster.kubectl("apply", "-f", "-",
                                  input=yaml.safe_dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
             self._wait_webhook_live()
@@ -115,16 +119,19 @@ class LocalSluicegate:
         return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
 
     def _install(self, documents: list[dict[str, Any]]) -> None:
+        # Plain (client-side) `kubectl apply`, as an administrator applies manifests: a later
+        # `kubectl apply -k manifests/default` then patches these objects cleanly (switching a
+        # webhook's clientConfig from url to service, for one).
         crds = [d for d in documents if d.get("kind") == "CustomResourceDefinition"]
         rest = [d for d in documents if d.get("kind") != "CustomResourceDefinition"]
         if crds:
-            self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            self.cluster.kubectl("apply", "-f", "-",
                                  input=yaml.safe_dump_all(crds))
             names = [f"crd/{d['metadata']['name']}" for d in crds]
             self.cluster.kubectl("wait", "--for=condition=Established", f"--timeout={READY_SECONDS:.0f}s",
                                  *names)
         if rest:
-            self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            self.cluster.kubectl("apply", "-f", "-",
                                  input=yaml.safe_dump_all(rest))
 
     def _token(self, account: str) -> Path:

@@ -55,5 +55,9 @@ def setup(level: str = "INFO", fmt: Format = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # No line shows thread or process names; skip looking them up for every record.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # aiohttp's access log would add a line per request next to the decision line.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -151,8 +151,7 @@ class Reviewer:
     def _log(
         self, review: Review, webhook: Webhook, decision: Decision, result: str, why: str, seconds: float
     ) -> None:
-        level = logging.INFO if result != "allowed" else logging.DEBUG
-        if not log.isEnabledFor(level):
+        if not log.isEnabledFor(logging.INFO):
             return
         request = review.request
         line: dict[str, Any] = {
@@ -176,8 +175,8 @@ class Reviewer:
             line["message"] = decision.message
         elif decision.warnings:
             line["warnings"] = list(decision.warnings)
-        log.log(level, "%s %s %s: %s", request.operation.value, request.kind.kind, review.object_name, result,
-                extra={"fields": line})
+        log.info("%s %s %s: %s", request.operation.value, request.kind.kind, review.object_name, result,
+                 extra={"fields": line})
 
 
 def _still_as_admitted(review: Review, decision: Decision) -> Decision:

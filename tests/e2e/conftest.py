@@ -18,6 +18,7 @@ from audit.connection import Credentials
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import CONTROLLER, SERVICES
+from tests.e2e.projects import Project
 
 if TYPE_CHECKING:
     from tests.e2e.scenes import Scene
@@ -42,18 +43,24 @@ def eventually(probe: Callable[[], T | None], what: str, seconds: float = WAIT_S
 
 
 class Kubectl:
-    """The real kubectl, of the control plane's own release, bound to one namespace."""
+    """The real kubectl, of the control plane's own release, bound to one namespace, acting as
+    the admin or (``as_user``) impersonating a user and their groups."""
 
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str, identity: tuple[str, ...] = ()) -> None:
         self.cluster = cluster
         self.namespace = namespace
+        self.identity = identity
+
+    def as_user(self, user: str, *groups: str) -> Kubectl:
+        return Kubectl(self.cluster, self.namespace, (f"--as={user}", *(f"--as-group={g}" for g in groups)))
 
     def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        return self.cluster.kubectl("-n", self.namespace, *args, input=input, check=check).stdout
+        result = self.cluster.kubectl(*self.identity, "-n", self.namespace, *args, input=input, check=check)
+        return result.stdout
 
     def fails(self, *args: str, input: str | None = None) -> str:
         """Run a command that must be refused; return its error output."""
-        result = self.cluster.kubectl("-n", self.namespace, *args, input=input, check=False)
+        result = self.cluster.kubectl(*self.identity, "-n", self.namespace, *args, input=input, check=False)
         assert result.returncode != 0, f"kubectl {' '.join(args)} succeeded but should have been refused"
         return result.stderr
 
@@ -115,6 +122,14 @@ def credentials(cluster: LocalCluster) -> Credentials:
 
 
 @pytest.fixture
+def running(sluicegate: LocalSluicegate) -> Iterator[LocalSluicegate]:
+    """Sluicegate, checked after the test: a process that died fails it, by name, with its log."""
+    yield sluicegate
+    problems = sluicegate.dead()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
 def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     """A fresh namespace, with its default service account, deleted after the test."""
     name = f"e2e-{uuid.uuid4().hex[:10]}"
@@ -140,3 +155,15 @@ def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]
         made.cleanup()
     problems = sluicegate.dead()
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
+    """This test's namespace, with users alice and bob (group vision-devs) allowed to work in it,
+    and Sluicegate running; opt it in with ``project.opt_in(...)``."""
+    project = Project(kubectl)
+    project.grant()
+    try:
+        yield project
+    finally:
+        project.cleanup()
