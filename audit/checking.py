@@ -52,8 +52,6 @@ class Step:
     joined: bool
     counts: Mapping[ScopeKey, Counts]
     """After the step, for every scope the pod counts against."""
-    members: Mapping[ScopeKey, frozenset[str]]
-    """The running pods (uids) of each of those scopes, after the step."""
 
 
 class _Sweep:
@@ -96,11 +94,7 @@ class _Sweep:
                 members.add(event.uid)
             else:
                 members.discard(event.uid)
-        return Step(
-            event, pod, joined,
-            counts={k: Counts(self.count[k], self.gpus[k]) for k in keys},
-            members={k: frozenset(self.members[k]) for k in keys},
-        )
+        return Step(event, pod, joined, counts={k: Counts(self.count[k], self.gpus[k]) for k in keys})
 
 
 def steps(record: Record) -> Iterator[Step]:
@@ -220,8 +214,10 @@ class Violation:
 def violations(record: Record, limits: Limits) -> list[Violation]:
     """Every release that took a scope over its limit; empty when the limits held throughout."""
     found: list[Violation] = []
-    for step in steps(record):
-        if not step.joined:
+    sweep = _Sweep(record)
+    for event in record.events:
+        step = sweep.apply(event)
+        if step is None or not step.joined:
             continue
         for key, counts in step.counts.items():
             cap = limits.cap(key)
@@ -229,7 +225,7 @@ def violations(record: Record, limits: Limits) -> list[Violation]:
                 ("running", counts.running, cap.running), ("gpus", counts.gpus, cap.gpus))
             for measure, count, limit in measured:
                 if limit is not None and count > limit:
-                    names = tuple(sorted(record.pods[u].key for u in step.members[key]))
+                    names = tuple(sorted(record.pods[u].key for u in sweep.members[key]))
                     found.append(Violation(key[0], key[1], measure, limit, count, step.event.at,
                                            step.event.wall, step.pod.key, names, record.started))
     return found

@@ -104,7 +104,7 @@ class Recorder:
                 tasks = [asyncio.create_task(pods.run(self), name="record-pods")]
                 if self.naming.team_label:
                     namespaces = Watch(conn, "/api/v1/namespaces")
-                    follow = namespaces.run(_Namespaces(self))
+                    follow = namespaces.run(NamespaceTeams(self))
                     tasks.append(asyncio.create_task(follow, name="record-namespaces"))
                     await namespaces.synced.wait()
                 await pods.synced.wait()
@@ -229,7 +229,7 @@ class Recorder:
         self._states[uid] = state
 
 
-class _Namespaces:
+class NamespaceTeams:
     """Keeps each namespace's team label (never forgotten: pods outlive namespace events)."""
 
     def __init__(self, recorder: Recorder) -> None:

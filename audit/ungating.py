@@ -114,7 +114,9 @@ class Ungater:
                 self._wake.set()
                 return
         self._inflight.discard(uid)
-        if uid not in self._done:
+        if uid in self._done:  # it finished before the answer came: its slot is free already
+            self._wake.set()
+        else:
             self._running.add(uid)
         self.released += 1
 

@@ -22,7 +22,6 @@ from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
 from audit.identities import Identity, provision, retire
 from audit.loading import Load, Submitted, drive, names, remove
-from audit.naming import RUN_LABEL
 from audit.recording import Recorder, recording
 from audit.records import Kind
 from audit.scraping import flow_totals, increase, scrape
@@ -161,37 +160,60 @@ def test_with_the_cap_lifted_the_check_reports_every_release_over_the_limit(
     assert lost(record, submitted.pods) == []
 
 
-def test_a_watch_whose_resource_version_has_expired_relists_and_misses_nothing(
-    credentials: Credentials, loop: Background, kubectl: Kubectl
+def test_a_watch_resumed_from_a_resource_version_the_server_no_longer_keeps_relists_and_misses_nothing(
+    cluster: LocalCluster, credentials: Credentials, loop: Background, kubectl: Kubectl
 ) -> None:
-    for name in ("first", "second"):
-        kubectl.apply({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": name, "labels": {RUN_LABEL: kubectl.namespace}},
-                       "spec": {"schedulingGates": [{"name": GATE}],
-                                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}})
+    # A fresh kind's watch cache starts at the current resourceVersion, so "1" is certainly
+    # older than anything it keeps: the server answers 410 Gone. (Pods' cache, started with
+    # the cluster, may still hold resourceVersion 1 on a young cluster.)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(PROBE_KIND))
+    try:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{PROBE_KIND['metadata']['name']}")
+        for name in ("first", "second"):
+            kubectl.apply({"apiVersion": f"{PROBES}/v1", "kind": "Probe", "metadata": {"name": name}})
+        seen = Seen()
 
-    class Seen:
-        def __init__(self) -> None:
-            self.names: set[str] = set()
+        async def follow() -> Watch:
+            async with Connection(credentials) as connection:
+                watch = Watch(connection, f"/apis/{PROBES}/v1/namespaces/{kubectl.namespace}/probes")
+                task = asyncio.create_task(watch.run(seen, since="1"))
+                try:
+                    async with asyncio.timeout(60):
+                        while not (watch.relists and seen.names == {"first", "second"}):
+                            await asyncio.sleep(0.05)
+                finally:
+                    task.cancel()
+                return watch
 
-        def listed(self, items: list[dict[str, Any]]) -> None:
-            self.names = {i["metadata"]["name"] for i in items}
+        watch = loop.run(follow())
+        assert (watch.expired, watch.relists, seen.names) == (1, 1, {"first", "second"})
+    finally:
+        cluster.kubectl("delete", "crd", PROBE_KIND["metadata"]["name"], "--wait=false", check=False)
 
-        def changed(self, kind: str, obj: dict[str, Any]) -> None:
-            self.names.add(obj["metadata"]["name"])
 
-    seen = Seen()
+PROBES = "audit.sluicegate-test"
+PROBE_KIND: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "probes.audit.sluicegate-test"},
+    "spec": {
+        "group": "audit.sluicegate-test",
+        "scope": "Namespaced",
+        "names": {"plural": "probes", "singular": "probe", "kind": "Probe", "listKind": "ProbeList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}
 
-    async def follow() -> None:
-        async with Connection(credentials) as connection:
-            watch = Watch(connection, f"/api/v1/namespaces/{kubectl.namespace}/pods")
-            task = asyncio.create_task(watch.run(seen, since="1"))  # far older than the server keeps
-            try:
-                async with asyncio.timeout(60):
-                    while not (watch.relists and seen.names == {"first", "second"}):
-                        await asyncio.sleep(0.05)
-            finally:
-                task.cancel()
-            assert (watch.expired, watch.relists) == (1, 1)
 
-    loop.run(follow())
+class Seen:
+    """A watch handler that keeps the names it has seen."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def listed(self, items: list[dict[str, Any]]) -> None:
+        self.names = {i["metadata"]["name"] for i in items}
+
+    def changed(self, kind: str, obj: dict[str, Any]) -> None:
+        self.names.add(obj["metadata"]["name"])
