@@ -54,6 +54,13 @@ test: lint typecheck imports binaries ## every check: ruff, mypy, import-linter,
 bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
 	$(BIN)/python -m benchmarks.dispatch
 
+IMAGE ?= sluicegate:dev
+CONTAINER ?= podman
+
+.PHONY: image
+image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
+	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up

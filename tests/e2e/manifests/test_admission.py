@@ -1,0 +1,244 @@
+"""What the webhook configurations send to the webhook, judged by the real API server.
+
+The configurations of manifests/admission are installed unchanged except for three things: a
+unique name, a namespaceSelector narrowed to this test's namespace, and a clientConfig pointing
+at a closed port. With failurePolicy Fail, every request they match is then refused naming the
+webhook, and every request they skip goes through: the rules, the namespaceSelector and the
+matchConditions are tested without a webhook server. Requests are server-side dry runs (the
+webhooks have no side effects, so the API server calls them for dry runs too).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane.launching import LocalCluster
+from policy import keys
+from tests.e2e.conftest import Kubectl, eventually
+from tests.e2e.manifests.conftest import rendered_objects
+from tests.manifest_files import ACCOUNT_GROUPS, CONTROLLER_ACCOUNT
+
+MUTATE_PODS = "pods.mutate.sluicegate.dev"
+MUTATE_JOBS = "jobs.mutate.sluicegate.dev"
+MUTATE_CRONJOBS = "cronjobs.mutate.sluicegate.dev"
+VALIDATE_PODS = "pods.validate.sluicegate.dev"
+CLOSED = "https://127.0.0.1:1"  # nothing listens on port 1: every call fails at once
+
+IMAGE = "registry.invalid/x:1"
+GPU = {"limits": {"nvidia.com/gpu": "1"}}
+HELD = {
+    "metadata": {
+        "labels": {keys.QUEUE_LABEL: "vision-train", keys.TEAM_LABEL: "vision"},
+        "annotations": {keys.SUBMITTER_ANNOTATION: '{"user":"alice"}'},
+    },
+    "spec": {"schedulingGates": [{"name": keys.GATE}]},
+}
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merge(out[key], value) if nested else value
+    return out
+
+
+def labels(**pairs: str) -> dict[str, Any]:
+    return {"metadata": {"labels": pairs}}
+
+
+def annotations(**pairs: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": pairs}}
+
+
+def gates(*names: str) -> dict[str, Any]:
+    return {"spec": {"schedulingGates": [{"name": n} for n in names]}}
+
+
+def pod_spec(resources: dict[str, Any] | None = None, *, init: bool = False) -> dict[str, Any]:
+    """A pod spec whose main container (or, with ``init``, its init container) has ``resources``."""
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": IMAGE}]}
+    if resources:
+        target = {"name": "setup", "image": IMAGE, "resources": resources}
+        if init:
+            spec["initContainers"] = [target]
+        else:
+            spec["containers"] = [{**target, "name": "main"}]
+    return spec
+
+
+def pod(name: str, extra: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": pod_spec(**spec)}
+    return _merge(obj, extra or {})
+
+
+def job(kind: str, name: str, template: dict[str, Any]) -> dict[str, Any]:
+    """A suspended Job or CronJob (so nothing runs) with the given pod template."""
+    body = {"template": _merge({"spec": {"restartPolicy": "Never", **pod_spec()}}, template)}
+    meta = {"name": name}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": {**body, "suspend": True}}
+    spec = {"schedule": "0 0 1 1 *", "suspend": True, "jobTemplate": {"spec": body}}
+    return {"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def gpu_template() -> dict[str, Any]:
+    return {"spec": pod_spec(GPU)}
+
+
+def reached(result: subprocess.CompletedProcess[str]) -> str | None:
+    """The webhook that refused the request, or None when it went through."""
+    if result.returncode == 0:
+        return None
+    match = re.search(r'failed calling webhook "([^"]+)"', result.stderr)
+    assert match, f"refused for another reason: {result.stderr}"
+    return match[1]
+
+
+def create(kubectl: Kubectl, obj: dict[str, Any]) -> str | None:
+    return reached(kubectl.cluster.kubectl(
+        "-n", kubectl.namespace, "create", "--dry-run=server", "-f", "-",
+        input=json.dumps(obj), check=False,
+    ))
+
+
+def patch(
+    kubectl: Kubectl, target: str, body: Any, *, kind: str = "merge", as_controller: bool = False
+) -> str | None:
+    who = [f"--as={CONTROLLER_ACCOUNT}", *(f"--as-group={g}" for g in ACCOUNT_GROUPS)]
+    return reached(kubectl.cluster.kubectl(
+        "-n", kubectl.namespace, "patch", target, "--dry-run=server", f"--type={kind}",
+        "-p", json.dumps(body), *(who if as_controller else []), check=False,
+    ))
+
+
+@pytest.fixture
+def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
+    """This test's namespace, opted in, with unreachable copies of Sluicegate's webhooks."""
+    ns = kubectl.namespace
+    # Objects stored before the webhooks exist, for the UPDATE cases.
+    kubectl.apply(
+        pod("held", HELD), pod("plain", gates("example.com/hold")),
+        job("Job", "gpu-job", gpu_template()), job("CronJob", "gpu-cron", gpu_template()),
+        job("CronJob", "cpu-cron", {}),
+    )
+    installed.kubectl("label", "namespace", ns, f"{keys.TEAM_LABEL}=vision")
+    configs = rendered_objects(installed, "admission")
+    for config in configs:
+        config["metadata"]["name"] = f"sluicegate-{ns}"
+        for hook in config["webhooks"]:
+            hook["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": ns}
+            hook["clientConfig"] = {"url": CLOSED + hook["clientConfig"]["service"]["path"]}
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(configs))
+    try:
+        # The API server watches mutating and validating configurations apart: wait for both.
+        eventually(lambda: create(kubectl, pod("probe", resources=GPU)) == MUTATE_PODS,
+                   "the API server to call the new mutating webhooks")
+        relabel = labels(**{keys.QUEUE_LABEL: "probe"})
+        eventually(lambda: patch(kubectl, "pod/held", relabel) == VALIDATE_PODS,
+                   "the API server to call the new validating webhook")
+        yield kubectl
+    finally:
+        installed.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                          f"sluicegate-{ns}", "--ignore-not-found")
+
+
+def _mismatches(cases: list[tuple[str, str | None, str | None]]) -> str:
+    return "; ".join(f"{what}: expected {want or 'no webhook'}, got {got or 'no webhook'}"
+                     for what, want, got in cases if want != got)
+
+
+def test_pod_creations_reach_the_webhook_exactly_when_sluicegate_may_manage_or_refuse_them(
+    webhooks: Kubectl,
+) -> None:
+    amd = {"requests": {"amd.com/gpu": "1"}, "limits": {"amd.com/gpu": "1"}}
+    plain = {"limits": {"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "2Mi"}}
+    cases = [
+        ("a CPU pod that names nothing", None, pod("cpu")),
+        ("cpu, memory and hugepages", None, pod("plain-resources", resources=plain)),
+        ("someone else's scheduling gate", None, pod("other-gate", gates("example.com/hold"))),
+        ("ordinary labels", None, pod("labelled", labels(app="x"))),
+        ("a GPU limit", MUTATE_PODS, pod("gpu", resources=GPU)),
+        ("another vendor's GPU", MUTATE_PODS, pod("amd", resources=amd)),
+        ("a GPU in an init container", MUTATE_PODS, pod("init-gpu", resources=GPU, init=True)),
+        ("a queue label on a CPU pod", MUTATE_PODS, pod("queued", labels(**{keys.QUEUE_LABEL: "cpu-batch"}))),
+        ("presets on a CPU pod", MUTATE_PODS, pod("preset", annotations(**{keys.PRESETS_ANNOTATION: "x"}))),
+        ("a forged submitter on an unmanaged pod", MUTATE_PODS,
+         pod("forged", annotations(**{keys.SUBMITTER_ANNOTATION: '{"user":"root"}'}))),
+        ("a forged team label", MUTATE_PODS, pod("forged-team", labels(**{keys.TEAM_LABEL: "nlp"}))),
+        ("Sluicegate's gate written by the user", MUTATE_PODS, pod("self-gated", gates(keys.GATE))),
+    ]
+    assert not _mismatches([(what, want, create(webhooks, obj)) for what, want, obj in cases])
+    # A namespace that has not opted in is never sent anything.
+    webhooks.cluster.kubectl("label", "namespace", webhooks.namespace, f"{keys.TEAM_LABEL}-")
+    eventually(lambda: create(webhooks, pod("gpu", resources=GPU)) is None,
+               "a GPU pod to pass once the namespace has left Sluicegate")
+
+
+def test_pod_updates_reach_the_webhook_only_when_they_touch_sluicegates_keys_or_gates(
+    webhooks: Kubectl,
+) -> None:
+    remove_gates = [{"op": "remove", "path": "/spec/schedulingGates"}]
+
+    def held(body: Any, **how: Any) -> str | None:
+        return patch(webhooks, "pod/held", body, **how)
+
+    def plain(body: Any, **how: Any) -> str | None:
+        return patch(webhooks, "pod/plain", body, **how)
+
+    cases = [
+        ("an ordinary label on a held pod", None, held(labels(x="y"))),
+        ("its queue changed", VALIDATE_PODS, held(labels(**{keys.QUEUE_LABEL: "urgent-retrain"}))),
+        ("its team label removed", VALIDATE_PODS, held({"metadata": {"labels": {keys.TEAM_LABEL: None}}})),
+        ("its submitter rewritten", VALIDATE_PODS, held(annotations(**{keys.SUBMITTER_ANNOTATION: "{}"}))),
+        ("a workflow limit added", VALIDATE_PODS,
+         held(annotations(**{keys.WORKFLOW_MAX_RUNNING_ANNOTATION: "2"}))),
+        ("the gate removed by a user", VALIDATE_PODS, held(remove_gates, kind="json")),
+        ("the gate removed by the gate controller", None,
+         held(remove_gates, kind="json", as_controller=True)),
+        ("a Sluicegate key on an unmanaged pod", VALIDATE_PODS,
+         plain(annotations(**{keys.APPLIED_PRESETS_ANNOTATION: "x"}))),
+        ("an ordinary annotation on an unmanaged pod", None, plain(annotations(note="x"))),
+        ("someone else's gate removed", VALIDATE_PODS, plain(remove_gates, kind="json")),
+    ]
+    assert not _mismatches(cases)
+
+
+def test_jobs_and_cronjobs_reach_the_webhook_when_their_pod_template_may_be_managed(
+    webhooks: Kubectl,
+) -> None:
+    queued = labels(**{keys.QUEUE_LABEL: "vision-train"})
+    forged = annotations(**{keys.SUBMITTER_ANNOTATION: "{}"})
+    new_image = [{"op": "replace", "path": "/spec/jobTemplate/spec/template/spec/containers/0/image",
+                  "value": "registry.invalid/x:2"}]
+
+    def template(change: dict[str, Any]) -> dict[str, Any]:
+        return {"spec": {"jobTemplate": {"spec": {"template": change}}}}
+
+    cases = [
+        ("a CPU Job", None, create(webhooks, job("Job", "cpu", {}))),
+        ("a GPU Job", MUTATE_JOBS, create(webhooks, job("Job", "gpu", gpu_template()))),
+        ("a Job whose template names a queue", MUTATE_JOBS, create(webhooks, job("Job", "queued", queued))),
+        ("a Job whose template forges a submitter", MUTATE_JOBS,
+         create(webhooks, job("Job", "forged", forged))),
+        ("a CPU CronJob", None, create(webhooks, job("CronJob", "cpu", {}))),
+        ("a GPU CronJob", MUTATE_CRONJOBS, create(webhooks, job("CronJob", "gpu", gpu_template()))),
+        ("a GPU Job's deadline changed", None,
+         patch(webhooks, "job/gpu-job", {"spec": {"activeDeadlineSeconds": 60}})),
+        ("a GPU CronJob's schedule changed", None,
+         patch(webhooks, "cronjob/gpu-cron", {"spec": {"schedule": "0 0 2 1 *"}})),
+        ("a GPU CronJob's image changed", MUTATE_CRONJOBS,
+         patch(webhooks, "cronjob/gpu-cron", new_image, kind="json")),
+        ("an ordinary label on a CPU CronJob's template", None,
+         patch(webhooks, "cronjob/cpu-cron", template(labels(x="y")))),
+        ("a queue added to a CPU CronJob's template", MUTATE_CRONJOBS,
+         patch(webhooks, "cronjob/cpu-cron", template(queued))),
+    ]
+    assert not _mismatches(cases)
