@@ -71,12 +71,6 @@ class Args:
     names: tuple[str, ...] | None  # NodeNames, when the scheduler sent them
     nodes: tuple[JSON, ...] | None  # Nodes.items, when it sent whole nodes instead
 
-    @property
-    def candidate_names(self) -> tuple[str, ...]:
-        if self.names is not None:
-            return self.names
-        return tuple(_node_name(n) for n in self.nodes or ())
-
 
 def _node_name(node: Mapping[str, Any]) -> str:
     meta = node.get("metadata")

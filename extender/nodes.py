@@ -12,7 +12,6 @@ Both reflectors are quiet: node heartbeats and unmanaged pods never wake the dis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Protocol
@@ -72,17 +71,19 @@ def node_shape(obj: JSON) -> Node:
 
 
 class Usage:
-    """Requests per node, kept current from pod changes (added, moved, ended, deleted)."""
+    """Requests per node, kept current from pod changes (added, moved, ended, deleted).
+
+    A node's total is an immutable mapping replaced on each change to that node, so a read
+    hands it out as is: calls read many nodes, changes touch one."""
 
     def __init__(self) -> None:
-        self._by_node: dict[str, dict[str, int]] = {}
+        self._by_node: dict[str, Resources] = {}
 
     def __len__(self) -> int:
         return len(self._by_node)
 
     def of(self, node: str) -> Resources:
-        total = self._by_node.get(node)
-        return MappingProxyType(dict(total)) if total else EMPTY
+        return self._by_node.get(node, EMPTY)
 
     def changed(self, change: Change[Bound]) -> None:
         if change.old is not None:
@@ -93,15 +94,17 @@ class Usage:
     def _add(self, pod: Bound, sign: int) -> None:
         if not pod.node or not pod.requests:
             return
-        total = self._by_node.setdefault(pod.node, {})
+        total = dict(self._by_node.get(pod.node, EMPTY))
         for resource, amount in pod.requests.items():
             left = total.get(resource, 0) + sign * amount
             if left:
                 total[resource] = left
             else:
                 total.pop(resource, None)
-        if not total:
-            del self._by_node[pod.node]
+        if total:
+            self._by_node[pod.node] = MappingProxyType(total)
+        else:
+            self._by_node.pop(pod.node, None)
 
 
 class ClusterNodes:
@@ -130,6 +133,6 @@ class ClusterNodes:
         return self.usage.of(name)
 
 
-def with_usage(node: Node, requested: Mapping[str, int]) -> Node:
+def with_usage(node: Node, requested: Resources) -> Node:
     """A node sent whole by the scheduler, with the usage the view knows for it."""
-    return Node(node.name, node.labels, node.allocatable, MappingProxyType(dict(requested)))
+    return Node(node.name, node.labels, node.allocatable, requested)
