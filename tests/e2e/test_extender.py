@@ -150,6 +150,20 @@ def test_a_two_gpu_pod_lands_on_the_node_it_fills_not_on_the_empty_one(run: Run)
     assert run.bound_node("whole-node") == eight_free
 
 
+def test_a_pod_that_finishes_gives_its_gpus_back_to_packing(run: Run) -> None:
+    """The view follows pods to their end: one that succeeds leaves the watch's selection and
+    its GPUs count as free again, with nothing deleted."""
+    node = run.node("busy", 8, "a")
+    run.wait_schedulable()
+    run.kubectl.apply(gpu_pod("short", 6, run.id, node=node, runs_for="10s"))
+    probe = gpu_pod("probe", 2, run.id)
+    run.extender_sees("prioritize", probe, [{"Host": node, "Score": 10}])  # 2 of 8 free
+
+    run.kubectl.wait_for("pod", "short", lambda p: p["status"].get("phase") == "Succeeded", "Succeeded")
+
+    run.extender_sees("prioritize", probe, [{"Host": node, "Score": 4}])  # all 8 free
+
+
 def test_a_queues_pods_never_land_off_its_node_pool(run: Run) -> None:
     tempting = run.node("a", 8, "a", used=6)  # the node packing would pick for a 1-GPU pod
     pool = [run.node("b1", 8, "b"), run.node("b2", 8, "b")]
