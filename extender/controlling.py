@@ -27,7 +27,6 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Final, Protocol
 
@@ -94,13 +93,19 @@ def _newer_or_same(have: str, want: str) -> bool:
         return have == want
 
 
-def _same_for_dispatch(old: ManagedPod, new: ManagedPod) -> bool:
-    """Equal in everything a cycle reads but the phase between two phases that are not terminal
-    (terminal pods leave the cache) and the Dispatched condition."""
-    if old.gates != new.gates or old.has_annotations != new.has_annotations:
-        return False
-    a, b = old.pod, new.pod
-    return a == replace(b, phase=a.phase, condition_reason=a.condition_reason)
+def _facts(managed: ManagedPod, assumed: bool) -> tuple[object, ...]:
+    """What a cycle reads of a pod, with a release this controller assumed counted as done: two
+    versions of a pod with the same facts make the same decision and the same explanation."""
+    pod = managed.pod
+    notes = pod.annotations
+    released = not pod.gated or assumed
+    return (
+        pod.labels, pod.requests, pod.priority, pod.created, pod.terminal, released,
+        managed.gates if not released else (), managed.has_annotations or assumed,
+        notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION), notes.get(keys.GROUP_SIZE_ANNOTATION),
+        keys.DISPATCHED_AT_ANNOTATION in notes or assumed,
+        "" if pod.node_name else pod.unschedulable,  # what the scheduler says of an unplaced pod
+    )
 
 
 class GateController:
@@ -166,12 +171,17 @@ class GateController:
 
     def pod_changed(self, change: Change[ManagedPod]) -> None:
         """A pod changed in the cache: kick a cycle, unless the change can alter no decision and
-        no explanation (a bound pod starting to run, the condition this controller just wrote)."""
+        no explanation (the watch confirming a release this controller assumed, a pod bound or
+        starting to run, the condition this controller just wrote)."""
         old, new = change.old, change.new
-        if (old is not None and new is not None and _same_for_dispatch(old, new)
-                and (new.condition == old.condition or self.explainer.expects(new))):
+        if old is None or new is None:
+            self.queue.kick()
             return
-        self.queue.kick()
+        assumed = new.uid in self.assumed
+        if _facts(old, assumed) != _facts(new, assumed):
+            self.queue.kick()
+        elif new.condition != old.condition and not self.explainer.expects(new):
+            self.queue.kick()  # someone else changed the condition: the next cycle puts it right
 
     async def run(self) -> None:
         """Cycle whenever the queue says so, while leading, until cancelled."""

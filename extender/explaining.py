@@ -7,7 +7,7 @@ condition in flight is never written twice). Writes are keyed by pod: a newer wi
 replaces an older one still queued, so a pod whose reason changes twice in a burst gets one
 write. Writes that follow a release (condition True and the Dispatched event) go first; the
 explanations of pending pods wait behind them, since a release is what users wait for; and
-all of them let the gate removals in flight go first.
+all of them let the gate removals in flight go first, for up to 2 s.
 
 Rate limits, so that a deep queue does not flood the API server:
 
@@ -39,7 +39,8 @@ T = TypeVar("T")
 
 CONTROLLER: Final = "sluicegate.dev/gate-controller"
 ATTEMPTS: Final = 5
-YIELD_SECONDS: Final = 1.0
+# A write waits behind gate removals in flight until it has been queued this long, then goes.
+YIELD_SECONDS: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,7 @@ class Write:
     condition: Condition
     transition: bool
     event: PodEvent | None = None
+    queued: float = 0.0  # monotonic time the write was asked for
 
 
 class Explainer:
@@ -98,7 +100,7 @@ class Explainer:
         uid = managed.uid
         pod = managed.pod
         transition = current is None or current.status != condition.status
-        write = Write(pod.namespace, pod.name, condition, transition, event)
+        write = Write(pod.namespace, pod.name, condition, transition, event, time.monotonic())
         self._later.pop(uid, None)
         self._urgent.pop(uid, None)
         (self._urgent if urgent else self._later)[uid] = write
@@ -159,7 +161,7 @@ class Explainer:
                 await self._ready.wait()
                 continue
             uid, write = item
-            await self._yield_to_releases()
+            await self._yield_to_releases(write.queued)
             if not self._leading():
                 self._written.pop(uid, None)
                 continue
@@ -173,14 +175,16 @@ class Explainer:
                 log.exception("writing the condition of %s/%s failed", write.namespace, write.name)
                 self._written.pop(uid, None)
 
-    async def _yield_to_releases(self) -> None:
+    async def _yield_to_releases(self, queued: float) -> None:
         """Let gate removals in flight go first (a drain of a thousand pods is not slowed by
-        their conditions and events), but never wait more than ``YIELD_SECONDS`` per write."""
+        their conditions and events), until the write has waited ``YIELD_SECONDS`` since it was
+        asked for: then it goes, so explanations trail a long drain by seconds, never more."""
         idle = self._releases_idle
-        if idle is None or idle.is_set():
+        left = queued + YIELD_SECONDS - time.monotonic()
+        if idle is None or idle.is_set() or left <= 0:
             return
         try:
-            async with asyncio.timeout(YIELD_SECONDS):
+            async with asyncio.timeout(left):
                 await idle.wait()
         except TimeoutError:
             pass
