@@ -58,6 +58,10 @@ bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
 	$(BIN)/python -m benchmarks.ungater
 
+.PHONY: bench-controller
+bench-controller: binaries ## the gate controller on a fresh control plane: reaction times, drain against the bare ungater, API requests per pod
+	$(BIN)/python -m benchmarks.controller
+
 IMAGE ?= sluicegate:dev
 CONTAINER ?= podman
 

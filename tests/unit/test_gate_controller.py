@@ -255,3 +255,29 @@ async def test_queue_and_team_status_show_running_pending_and_gpus(world: World)
     team = world.api.statuses["/apis/sluicegate.dev/v1alpha1/teams/vision/status"]
     assert (team["running"], team["pending"], team["display"]["running"]) == (2, 1, "2/-")
     await world.settle()
+
+
+async def test_only_changes_that_can_alter_a_decision_or_an_explanation_wake_the_loop(world: World) -> None:
+    from extender.managed import managed_pod
+    from kube.reflecting import Change
+
+    world.submit(gated_pod("p0"), gated_pod("p1", created=1))
+    world.controller.cycle()  # p0 and p1 are released (assumed)
+    await world.settle()
+    base = gated_pod("p0")
+
+    def change(old: MakePod, new: MakePod) -> int:
+        before = world.controller.queue.kicks
+        o, n = managed_pod(old.obj()), managed_pod(new.obj())
+        world.controller.pod_changed(Change("MODIFIED", o.uid, o.key, o, n))
+        return world.controller.queue.kicks - before
+
+    stamped = gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "2026-01-01T00:00:00Z")
+    assert change(base, stamped) == 0  # the watch confirms the release the cycle assumed
+    assert change(stamped, gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "x")
+                  .node("gpu-node-0").phase("Running")) == 0  # bound and running: nothing to decide
+    assert change(stamped, gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "x")
+                  .unschedulable("0/4 nodes are available")) == 1  # to be explained
+    assert change(gated_pod("p9"), gated_pod("p9").priority(5)) == 1  # a pending pod's order changed
+    other = gated_pod("p9").ungated()
+    assert change(gated_pod("p9"), other) == 1  # released by someone else: counted from now on
