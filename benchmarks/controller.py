@@ -42,6 +42,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from audit.checking import Cap, Limits, lost, released_twice, violations
 from audit.connection import ApiError, Connection, Credentials
 from audit.identities import FLOWCONTROL, flow_schema, provision
@@ -50,7 +52,7 @@ from audit.loading import Load, new_run, submit
 from audit.naming import SLUICEGATE
 from audit.recording import Recorder
 from audit.records import Record
-from audit.scraping import flow_totals, increase, process_usage, request_totals, samples, scrape
+from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import NAMESPACE
@@ -101,7 +103,9 @@ class Bench:
         """Dispatch cycles the controller has run (its own /metrics)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
             text = answer.read().decode()
-        return sum(s.value for s in samples(text, "sluicegate_dispatch_cycle_seconds_count"))
+        families = text_string_to_metric_families(text)
+        return sum(sample.value for family in families for sample in family.samples
+                   if sample.name == "sluicegate_dispatch_cycle_seconds_count")
 
     async def run_load(self, load: Load, until_finished: bool = True) -> tuple[Recorder, asyncio.Task[None]]:
         recorder = Recorder(self.admin, selector=load.selector)
