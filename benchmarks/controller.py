@@ -4,17 +4,18 @@
         [--burst 300] [--drain 1000] [--json PATH]
 
 Sluicegate runs as ``make up`` runs it (the webhook and one controller, each as its own
-ServiceAccount); the auditor records every pod. Three phases, each in namespaces and queues of
-its own:
+ServiceAccount); the auditor records every pod. Each phase runs twice on the same cluster: with
+Sluicegate, then with the bare ungater (``audit.ungating``: no policy, its own process and
+ServiceAccount) on the same load in a namespace Sluicegate does not manage, so every figure
+has its ceiling from the same machine minutes apart:
 
 1. **freed slot -> next release**: ``--limited`` 1-GPU pods of 1 s into a queue of maxRunning
-   ``--cap``, as a burst; each freed slot is paired with the first release after it.
-2. **creation -> release under a burst**: ``--burst`` pods into an unlimited queue, as fast as
-   16 connections create them.
-3. **drain rate**: ``--drain`` pods wait gated in a paused queue, then the queue is unpaused;
-   releases per second from the first release to the last. Then the same number of pods wait
-   gated in a namespace Sluicegate does not manage, and the bare ungater (``audit.ungating``,
-   no cap) releases them: the ceiling, measured minutes apart on the same cluster.
+   ``--cap`` (the ungater: at most ``--cap`` running), as a burst; each freed slot is paired
+   with the first release after it.
+2. **creation -> release under a burst**: ``--burst`` pods into an unlimited queue (the
+   ungater: no cap), as fast as 16 connections create them.
+3. **drain rate**: ``--drain`` pods wait gated (in a paused queue, unpaused at the start; the
+   ungater starts once they all wait); releases per second from the first release to the last.
 
 Pods of phases 2 and 3 ask for no GPU (the queue label makes them managed): how fast
 kube-scheduler places them is not what is measured, and 1,000 of them fit the nodes at once.
@@ -76,6 +77,7 @@ class Bench:
         self.schema = schema
         self.pid = pid  # the controller's process
         self.metrics_port = metrics_port
+        self.ungater_kubeconfig = Path()
 
     async def admin_object(self, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
         await self.connection.create(f"/apis/{keys.GROUP}/v1alpha1/{plural}",
@@ -151,8 +153,10 @@ class Bench:
         load = Load(pods=pods, queues=(queue,), teams=(team,), gpus=1, seconds=1.0, run=run)
         say(f"phase 1: {pods} 1-GPU pods of 1 s into a queue of maxRunning {cap}")
         record = await self._measured(load, Limits(queues={queue: Cap(running=cap)}))
-        freed = freed_to_release(record.record)
-        return {**record.figures, "freed": _latency(freed)}
+        say(f"phase 1, bare ungater: the same, at most {cap} running")
+        bare = await self.ungater(pods, gpus=1, seconds=1.0, cap=cap, first=True)
+        return {**record.figures, "freed": _latency(freed_to_release(record.record)),
+                "ungaterFreed": _latency(freed_to_release(bare))}
 
     async def burst(self, pods: int) -> dict[str, Any]:
         run = new_run()
@@ -162,7 +166,10 @@ class Bench:
         load = Load(pods=pods, queues=(queue,), teams=(team,), gpus=0, seconds=1.0, run=run)
         say(f"phase 2: a burst of {pods} pods into an unlimited queue")
         record = await self._measured(load, Limits())
-        return {**record.figures, "creationToRelease": _latency(creation_to_release(record.record))}
+        say("phase 2, bare ungater: the same burst, no cap")
+        bare = await self.ungater(pods, gpus=0, seconds=1.0, cap=None, first=True)
+        return {**record.figures, "creationToRelease": _latency(creation_to_release(record.record)),
+                "ungaterCreationToRelease": _latency(creation_to_release(bare))}
 
     async def drain_sluicegate(self, pods: int) -> dict[str, Any]:
         run = new_run()
@@ -170,7 +177,7 @@ class Bench:
         await self.admin_object("teams", "Team", team, {})
         await self.admin_object("queues", "Queue", queue, {"paused": True})
         load = Load(pods=pods, queues=(queue,), teams=(team,), gpus=0, seconds=5.0, run=run)
-        say(f"phase 3a: {pods} pods wait in a paused queue, then it is unpaused")
+        say(f"phase 3: {pods} pods wait in a paused queue, then it is unpaused")
         recorder, task = await self.run_load(load, until_finished=False)
         await self.until(recorder, lambda t: t.pods >= pods)
         await self.explained(load.namespace(team), f"p{pods - 1:05d}")  # a quiet start
@@ -190,33 +197,37 @@ class Bench:
                 "releaseSpanSeconds": drained.last_release - drained.first_release,
                 "controllerRequests": requests, "requestsPerPod": requests / pods, "byResource": totals}
 
-    async def drain_ungater(self, pods: int, kubeconfig: Path) -> dict[str, Any]:
-        unmanaged = replace(SLUICEGATE, team_label="")  # a namespace Sluicegate does not manage
-        load = Load(pods=pods, queues=("unmanaged",), teams=("none",), gpus=0, seconds=5.0, gated=True,
-                    naming=unmanaged)
-        say(f"phase 3b: {pods} gated pods in an unmanaged namespace, released by the bare ungater")
-        recorder, task = await self.run_load(load, until_finished=False)
-        await self.until(recorder, lambda t: t.pods >= pods)
-        ungater = subprocess.Popen(
-            [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(kubeconfig),
-             "--selector", load.selector],
-            stdout=subprocess.PIPE, text=True,
-        )
+    async def ungater(self, pods: int, *, gpus: int, seconds: float, cap: int | None,
+                      first: bool) -> Record:
+        """The same load released by the bare ungater (no policy, ``cap`` at most running), in a
+        namespace Sluicegate does not manage: started before the pods are created (``first``),
+        or once they all wait (a drain)."""
+        unmanaged = replace(SLUICEGATE, team_label="")
+        load = Load(pods=pods, queues=("unmanaged",), teams=("none",), gpus=gpus, seconds=seconds,
+                    gated=True, naming=unmanaged)
+        recorder = Recorder(self.admin, selector=load.selector, naming=unmanaged)
+        task = asyncio.create_task(recorder.run())
+        await recorder.until_synced()
+        command = [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(self.ungater_kubeconfig),
+                   "--selector", load.selector, *(("--cap", str(cap)) if cap else ())]
+        ungater: subprocess.Popen[str] | None = None
         try:
-            assert ungater.stdout is not None
-            if ungater.stdout.readline().strip() != "ready":
-                raise SystemExit("the ungater did not start")
-            await self.until(recorder, lambda t: t.released >= pods)
+            if first:
+                ungater = _start_ungater(command)
+            submitted = await submit(self.connection, load, progress=say)
+            say(f"  submitted {load.pods} pods in {submitted.seconds:.1f}s ({submitted.rate:.0f}/s)")
+            await self.until(recorder, lambda t: t.pods >= pods)
+            if ungater is None:
+                ungater = _start_ungater(command)
             await self.until(recorder, lambda t: t.finished >= pods)
         finally:
-            ungater.send_signal(signal.SIGTERM)
-            ungater.communicate(timeout=30)
-        task.cancel()
+            if ungater is not None:
+                ungater.send_signal(signal.SIGTERM)
+                ungater.communicate(timeout=30)
+            task.cancel()
         record = recorder.snapshot()
-        _check(record, Limits(), load)
-        drained = drain(record)
-        return {"pods": pods, "releasesPerSecond": drained.releases_per_second,
-                "releaseSpanSeconds": drained.last_release - drained.first_release}
+        _check(record, Limits(cluster=Cap(running=cap)), load)
+        return record
 
     async def _measured(self, load: Load, limits: Limits) -> _Measured:
         holder: dict[str, Any] = {}
@@ -238,6 +249,14 @@ class _Measured:
     def __init__(self, record: Record, figures: dict[str, Any]) -> None:
         self.record = record
         self.figures = figures
+
+
+def _start_ungater(command: list[str]) -> subprocess.Popen[str]:
+    ungater = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert ungater.stdout is not None
+    if ungater.stdout.readline().strip() != "ready":
+        raise SystemExit("the ungater did not start")
+    return ungater
 
 
 def _check(record: Record, limits: Limits, load: Load) -> None:
@@ -266,26 +285,32 @@ async def run(cluster: LocalCluster, args: argparse.Namespace, tmp: Path) -> dic
         bench = Bench(connection, admin, schema["metadata"]["name"], state["pids"]["controller"],
                       state["ports"]["controller"]["metrics"])
         ungater = await provision(connection, "bench-ungater")
-        kubeconfig = ungater.credentials.write_kubeconfig(tmp / "ungater.kubeconfig")
+        bench.ungater_kubeconfig = ungater.credentials.write_kubeconfig(tmp / "ungater.kubeconfig")
         figures: dict[str, Any] = {"nodes": args.nodes, "gpusPerNode": args.gpus}
         figures["freedSlot"] = await bench.freed_slot(args.limited, args.cap)
         figures["burst"] = await bench.burst(args.burst)
         figures["drain"] = await bench.drain_sluicegate(args.drain)
-        figures["ungater"] = await bench.drain_ungater(args.drain, kubeconfig)
+        say(f"phase 3, bare ungater: {args.drain} gated pods in an unmanaged namespace, then the ungater")
+        bare = drain(await bench.ungater(args.drain, gpus=0, seconds=5.0, cap=None, first=False))
+        figures["ungater"] = {"pods": args.drain, "releasesPerSecond": bare.releases_per_second,
+                              "releaseSpanSeconds": bare.last_release - bare.first_release}
         sluicegate, bare = figures["drain"]["releasesPerSecond"], figures["ungater"]["releasesPerSecond"]
         figures["drainRatio"] = sluicegate / bare
         return figures
+
+
+def _ms(latency: dict[str, float]) -> str:
+    return f"p50 {latency['p50ms']:.0f} ms, p99 {latency['p99ms']:.0f} ms (n={latency['count']:.0f})"
 
 
 def report(f: dict[str, Any]) -> str:
     freed, burst, drained, bare = f["freedSlot"], f["burst"], f["drain"], f["ungater"]
     return "\n".join([
         f"gate controller on {f['nodes']} nodes x {f['gpusPerNode']} GPUs",
-        f"  freed slot -> next release      p50 {freed['freed']['p50ms']:.0f} ms, "
-        f"p99 {freed['freed']['p99ms']:.0f} ms, max {freed['freed']['maxms']:.0f} ms "
-        f"(n={freed['freed']['count']})",
-        f"  creation -> release, burst      p50 {burst['creationToRelease']['p50ms']:.0f} ms, "
-        f"p99 {burst['creationToRelease']['p99ms']:.0f} ms (n={burst['creationToRelease']['count']})",
+        f"  freed slot -> next release      {_ms(freed['freed'])}   "
+        f"(bare ungater {_ms(freed['ungaterFreed'])})",
+        f"  creation -> release, burst      {_ms(burst['creationToRelease'])}   "
+        f"(bare ungater {_ms(burst['ungaterCreationToRelease'])})",
         f"  drain of {drained['pods']} gated pods         {drained['releasesPerSecond']:.0f} releases/s "
         f"(bare ungater {bare['releasesPerSecond']:.0f}/s: x{f['drainRatio']:.2f})",
         "  controller API requests per released pod: "

@@ -116,11 +116,16 @@ class Elector:
         try:
             while True:
                 outcome = _Try.FAILED
+                # A renewal may take until the renew deadline (a busy API server is slow, not
+                # gone); a standby's try as long as the deadline too.
+                budget = s.renew_deadline
+                if self._leading:
+                    budget = max(s.retry, s.renew_deadline - (self._clock() - self._renewed))
                 try:
-                    async with asyncio.timeout(s.retry if self._leading else s.renew_deadline):
+                    async with asyncio.timeout(budget):
                         outcome = await self._try()
                 except (KubeError, TimeoutError) as e:
-                    log.warning("lease %s/%s: %s", s.namespace, s.name, e or "no answer in time")
+                    log.warning("lease %s/%s: %s", s.namespace, s.name, str(e) or "no answer in time")
                 now = self._clock()
                 if outcome is _Try.HELD:
                     self._renewed = now
@@ -166,7 +171,7 @@ class Elector:
         lease = self._record if self._leading else None
         if lease is None:
             try:
-                lease = await self.connection.request("GET", self._path, timeout=self.settings.retry * 2)
+                lease = await self.connection.request("GET", self._path, timeout=self.settings.renew_deadline)
             except ApiError as e:
                 if not e.not_found:
                     raise
@@ -190,7 +195,8 @@ class Elector:
             },
         }
         try:
-            written = await self.connection.request("PUT", self._path, body=lease)
+            written = await self.connection.request("PUT", self._path, body=lease,
+                                                    timeout=self.settings.renew_deadline)
         except ApiError as e:
             if e.conflict:  # someone wrote the Lease since we read it: read again next time
                 self._record = None
