@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import yaml
 
+from audit.connection import Credentials
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from controlplane.services import CONTROLLER, SERVICES
 from tests.e2e.projects import Project
+
+if TYPE_CHECKING:
+    from tests.e2e.scenes import Scene
 
 T = TypeVar("T")
 
@@ -81,10 +87,20 @@ class Kubectl:
         return items
 
 
+# A second controller replica, as the Deployment runs two: it stands by for the Lease, and the
+# failover test kills whichever leads.
+STANDBY = dataclasses.replace(CONTROLLER, name="controller-standby")
+# Sluicegate for each session cluster, planned before the cluster starts: kube-scheduler must
+# start knowing where the extender will listen. Started only when a test asks for it.
+_PLANNED: dict[Path, LocalSluicegate] = {}
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = Path(os.environ.get("SLUICEGATE_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
     local = LocalCluster(root, nodes=4, gpus_per_node=8)
+    planned = _PLANNED[local.layout.root] = LocalSluicegate(local, services=(*SERVICES, STANDBY))
+    local.extender = planned.scheduler_extender()  # ignorable: scheduling goes on until it serves
     local.up()
     try:
         yield local
@@ -94,14 +110,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="session")
 def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
-    """Sluicegate installed from manifests/local and running as its ServiceAccounts, for the
-    whole session (as ``make up`` leaves it)."""
-    local = LocalSluicegate(cluster)
+    """Sluicegate installed from manifests/local and running as its ServiceAccounts (the webhook,
+    and the controller with a standby replica, which also serve the scheduler extender) for the
+    whole session, as ``make up`` leaves it."""
+    local = _PLANNED[cluster.layout.root]
     local.up()
     try:
         yield local
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def credentials(cluster: LocalCluster) -> Credentials:
+    """The cluster admin's credentials, for the auditor's own connection."""
+    return Credentials.from_kubeconfig(cluster.kubeconfig)
 
 
 @pytest.fixture
@@ -123,6 +146,21 @@ def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     )
     yield Kubectl(cluster, name)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]:
+    """A dispatch test's own Queues, Teams and namespaces (``tests.e2e.scenes.Scene``), with
+    Sluicegate running; cleaned up afterwards, and a Sluicegate process that died fails the test."""
+    from tests.e2e.scenes import Scene  # scenes uses this module's helpers
+
+    made = Scene(cluster)
+    try:
+        yield made
+    finally:
+        made.cleanup()
+    problems = sluicegate.dead()
+    assert not problems, "\n".join(problems)
 
 
 @pytest.fixture
