@@ -58,7 +58,6 @@ test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-l
 bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
 	$(BIN)/python -m benchmarks.dispatch
 
-=======
 
 .PHONY: bench-controller
 bench-controller: binaries ## the gate controller on a fresh control plane: reaction times, drain against the bare ungater, API requests per pod
