@@ -65,6 +65,10 @@ CONTAINER ?= podman
 image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
 	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
 
+.PHONY: bench-ungater
+bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
+	$(BIN)/python -m benchmarks.ungater
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up
