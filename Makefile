@@ -77,6 +77,18 @@ cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x
 cluster-down: $(STAMP) ## stop the local control plane in $(CLUSTER_DIR)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) down
 
+.PHONY: up
+up: binaries ## start an empty local control plane with Sluicegate running on it (KEEP_STATE=1: keep the last run's objects)
+	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up --sluicegate $(if $(KEEP_STATE),--keep-state)
+
+.PHONY: down
+down: $(STAMP) ## stop Sluicegate's processes and the local control plane (logs stay in $(CLUSTER_DIR)/logs)
+	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) down
+
+.PHONY: status
+status: $(STAMP) ## what runs in $(CLUSTER_DIR); a Sluicegate process that died is shown with the end of its log
+	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) status
+
 .PHONY: demo
 demo: cluster-up ## start the local control plane and show its GPU nodes
 	$(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig get nodes \

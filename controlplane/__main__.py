@@ -1,4 +1,7 @@
-"""``python -m controlplane {build,up,down,status}``: the local control plane from a shell."""
+"""``python -m controlplane {build,up,down,status}``: the local control plane from a shell.
+
+``up --sluicegate`` (``make up``) also runs Sluicegate on it; ``down`` stops both.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from controlplane import building
-from controlplane.launching import Layout, LocalCluster, StartError, stop
+from controlplane import building, deploying
+from controlplane.deploying import LocalSluicegate
+from controlplane.launching import Layout, LocalCluster, StartError, log_tail, stop
 
 DEFAULT_ROOT = Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", ".cluster"))
 
@@ -23,10 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the binaries into the cache, if missing")
     sub.add_parser("build-kueue", help="build Kueue (the benchmarks' peer) into its own cache, if missing")
-    up = sub.add_parser("up", help="start a cluster (stopping one already in --root)")
+    up = sub.add_parser("up", help="start an empty cluster (stopping one already in --root)")
     up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
     up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
-    sub.add_parser("down", help="stop the cluster in --root")
+    up.add_argument("--keep-state", action="store_true",
+                    help="keep the objects of the last run (etcd's data) instead of starting empty")
+    up.add_argument("--sluicegate", action="store_true",
+                    help="also install manifests/local and run Sluicegate's processes against it")
+    sub.add_parser("down", help="stop Sluicegate's processes and the cluster in --root")
     sub.add_parser("status", help="say whether a cluster runs in --root")
     args = parser.parse_args(argv)
 
@@ -51,17 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
-        cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus)
+        cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
+                               keep_state=args.keep_state)
         try:
             cluster.up()
-        except (StartError, building.BuildError) as e:
+            if args.sluicegate:
+                LocalSluicegate(cluster).up(progress=_stderr)
+        except (StartError, building.BuildError, RuntimeError) as e:
             print(f"error: {e}", file=sys.stderr)
+            stop(args.root)
             return 1
+        print(f"kubectl of the same release: {cluster.layout.bin / 'kubectl'}", file=sys.stderr)
+        if args.sluicegate:
+            print(f"logs: {cluster.layout.logs}; stop everything with 'make down'", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
-        print(f"kubectl of the same release: {cluster.layout.bin / 'kubectl'}")
         return 0
     if args.command == "down":
-        stopped = stop(args.root)
+        stopped = [*deploying.stop(args.root), *stop(args.root)]
         print(f"stopped {', '.join(stopped)}" if stopped else f"no cluster runs in {args.root}")
         return 0
     layout = Layout(args.root.resolve())
@@ -72,7 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"server {state['server']}, kubeconfig {state['kubeconfig']}")
     for name, pid in state["pids"].items():
         print(f"  {name}: pid {pid}, log {layout.log(name)}")
+    for name, running in deploying.status(args.root).items():
+        log = layout.log(f"sluicegate-{name}")
+        if running:
+            print(f"  sluicegate {name}: running, log {log}")
+        else:
+            print(f"  sluicegate {name}: NOT RUNNING; last lines of {log}:\n{log_tail(log)}")
     return 0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

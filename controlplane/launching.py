@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -88,6 +89,10 @@ class Layout:
     def bin(self) -> Path:
         return self.root / "bin"
 
+    @property
+    def etcd(self) -> Path:
+        return self.root / "etcd"
+
     def log(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 
@@ -102,12 +107,19 @@ class Ports:
 
 
 class LocalCluster:
-    """One local control plane. ``up()`` builds what is missing and starts it; ``down()`` stops it."""
+    """One local control plane. ``up()`` builds what is missing and starts it; ``down()`` stops it.
 
-    def __init__(self, root: Path, nodes: int = 4, gpus_per_node: int = 8) -> None:
+    Each ``up()`` starts from an empty cluster; ``keep_state=True`` keeps etcd's data and the
+    certificates of the last run instead, so its objects come back.
+    """
+
+    def __init__(
+        self, root: Path, nodes: int = 4, gpus_per_node: int = 8, *, keep_state: bool = False
+    ) -> None:
         self.layout = Layout(root.resolve())
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
+        self.keep_state = keep_state
         self.ports = Ports()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._bin: Path | None = None
@@ -144,9 +156,15 @@ class LocalCluster:
         progress("control plane: checking binaries")
         self._bin = building.ensure_binaries(progress)
         self._link_bin()
+        kept = self.keep_state and self.layout.etcd.exists()
+        if not kept:
+            self._clear()
         self.layout.logs.mkdir(parents=True, exist_ok=True)
-        progress("control plane: generating certificates")
-        self.layout.pki.generate()
+        if kept and self.layout.pki.ca_cert.exists():
+            progress("control plane: keeping the objects and certificates of the last run")
+        else:
+            progress("control plane: generating certificates")
+            self.layout.pki.generate()
         self.layout.pki.write_kubeconfig(self.kubeconfig, self.server)
         try:
             self._start_all(progress)
@@ -155,6 +173,17 @@ class LocalCluster:
             raise
         progress(f"control plane: ready in {time.monotonic() - started:.1f}s; "
                  f"KUBECONFIG={self.kubeconfig}")
+
+    def _clear(self) -> None:
+        """Start from an empty cluster: etcd's data and the certificates go; the last run's logs
+        move to ``logs.previous``, where they stay until the next fresh start."""
+        shutil.rmtree(self.layout.etcd, ignore_errors=True)
+        shutil.rmtree(self.layout.root / "apiserver-certs", ignore_errors=True)
+        shutil.rmtree(self.layout.root / "pki", ignore_errors=True)
+        previous = self.layout.root / "logs.previous"
+        if self.layout.logs.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            self.layout.logs.rename(previous)
 
     def _link_bin(self) -> None:
         assert self._bin is not None
@@ -265,7 +294,7 @@ class LocalCluster:
         peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
         return [
             "--name=sluicegate",
-            f"--data-dir={self.layout.root / 'etcd'}",
+            f"--data-dir={self.layout.etcd}",
             f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
             f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
             f"--initial-cluster=sluicegate={peer}",
@@ -296,6 +325,10 @@ class LocalCluster:
             "--allow-privileged=true",
             # Loopback cannot be a Service endpoint; nothing in the cluster dials the apiserver's Service.
             "--endpoint-reconciler-type=none",
+            # PodTemplates (which nothing here uses) skip the watch cache, so their watches are
+            # served by etcd: after a compaction, a watch from an old resourceVersion gets the
+            # 410 Gone that a long-running cluster gives, and tests can see reflectors relist.
+            "--watch-cache-sizes=podtemplates#0",
             "--profiling=false",
             "--v=1",
         ]

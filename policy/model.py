@@ -170,7 +170,10 @@ class Team:
 
 
 DEFAULT_STARVATION_SECONDS = 600
-DEFAULT_TRUSTED_CONTROLLERS = ("system:serviceaccount:kube-system:job-controller",)
+DEFAULT_TRUSTED_CONTROLLERS = (
+    "system:serviceaccount:kube-system:job-controller",
+    "system:serviceaccount:kube-system:cronjob-controller",
+)
 
 
 @dataclass(frozen=True, slots=True)

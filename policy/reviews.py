@@ -75,15 +75,18 @@ class Kind:
 
 POD: Final = Kind("", "v1", "Pod")
 JOB: Final = Kind("batch", "v1", "Job")
+CRONJOB: Final = Kind("batch", "v1", "CronJob")
 
 OWNER_TEMPLATES: Final[Mapping[Kind, tuple[str, ...]]] = MappingProxyType({
     JOB: ("spec", "template"),
+    CRONJOB: ("spec", "jobTemplate", "spec", "template"),
 })
 """Owner kinds whose CREATE admission also judges, with the path of their pod template.
 
-Pods whose controller owner is one of these take the submitter stamped on the template.
-Adding a kind (a CronJob: ``("spec", "jobTemplate", "spec", "template")``) is one row here and
-one rule in the webhook configuration.
+Pods (and Jobs) whose controller owner is one of these take the submitter stamped on the
+template: a CronJob's stamp is copied into each Job it creates, and from there into the pods.
+Adding a kind (JobSet, an Argo Workflow, a PyTorchJob) is one row here and one rule in the
+webhook configuration.
 """
 
 

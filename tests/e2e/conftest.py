@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from tests.e2e.projects import Project
 
 T = TypeVar("T")
 
@@ -35,18 +37,24 @@ def eventually(probe: Callable[[], T | None], what: str, seconds: float = WAIT_S
 
 
 class Kubectl:
-    """The real kubectl, of the control plane's own release, bound to one namespace."""
+    """The real kubectl, of the control plane's own release, bound to one namespace, acting as
+    the admin or (``as_user``) impersonating a user and their groups."""
 
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str, identity: tuple[str, ...] = ()) -> None:
         self.cluster = cluster
         self.namespace = namespace
+        self.identity = identity
+
+    def as_user(self, user: str, *groups: str) -> Kubectl:
+        return Kubectl(self.cluster, self.namespace, (f"--as={user}", *(f"--as-group={g}" for g in groups)))
 
     def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        return self.cluster.kubectl("-n", self.namespace, *args, input=input, check=check).stdout
+        result = self.cluster.kubectl(*self.identity, "-n", self.namespace, *args, input=input, check=check)
+        return result.stdout
 
     def fails(self, *args: str, input: str | None = None) -> str:
         """Run a command that must be refused; return its error output."""
-        result = self.cluster.kubectl("-n", self.namespace, *args, input=input, check=False)
+        result = self.cluster.kubectl(*self.identity, "-n", self.namespace, *args, input=input, check=False)
         assert result.returncode != 0, f"kubectl {' '.join(args)} succeeded but should have been refused"
         return result.stderr
 
@@ -84,6 +92,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         local.down()
 
 
+@pytest.fixture(scope="session")
+def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
+    """Sluicegate installed from manifests/local and running as its ServiceAccounts, for the
+    whole session (as ``make up`` leaves it)."""
+    local = LocalSluicegate(cluster)
+    local.up()
+    try:
+        yield local
+    finally:
+        local.down()
+
+
+@pytest.fixture
+def running(sluicegate: LocalSluicegate) -> Iterator[LocalSluicegate]:
+    """Sluicegate, checked after the test: a process that died fails it, by name, with its log."""
+    yield sluicegate
+    problems = sluicegate.dead()
+    assert not problems, "\n".join(problems)
+
+
 @pytest.fixture
 def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     """A fresh namespace, with its default service account, deleted after the test."""
@@ -95,3 +123,15 @@ def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
     )
     yield Kubectl(cluster, name)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
+    """This test's namespace, with users alice and bob (group vision-devs) allowed to work in it,
+    and Sluicegate running; opt it in with ``project.opt_in(...)``."""
+    project = Project(kubectl)
+    project.grant()
+    try:
+        yield project
+    finally:
+        project.cleanup()

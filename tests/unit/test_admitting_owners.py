@@ -16,7 +16,7 @@ from policy.catalog import Catalog
 from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Submitter
-from policy.reviews import JOB, Admit, Deny, Kind
+from policy.reviews import CRONJOB, JOB, Admit, Deny, Kind
 from tests.admission_builders import (
     JOB_CONTROLLER,
     PodBuilder,
@@ -284,3 +284,45 @@ def test_a_job_and_then_its_pods_are_judged_as_the_jobs_creator() -> None:
     assert admitted["spec"]["schedulingGates"] == [{"name": keys.GATE}]
     assert admitted["spec"]["containers"][0]["resources"]["limits"] == {keys.GPU_RESOURCE: "1"}
     assert run(create(admitted, JOB_CONTROLLER, "system:serviceaccounts")) == Admit()
+
+
+# --- CronJobs: the stamp goes CronJob -> Job -> pod -----------------------------------------
+
+CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
+
+
+def make_cronjob(template: dict[str, Any], name: str = "nightly") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": "vision-ml"},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}},
+    }
+
+
+def test_a_cronjob_whose_queue_the_user_may_not_use_is_refused_at_once() -> None:
+    cronjob = make_cronjob(make_pod().queue("prod-train").gpus(1).template())
+    decision = run(create(cronjob, "alice", kind=CRONJOB))
+    assert isinstance(decision, Deny)
+    assert decision.message.startswith('queue "prod-train" is not open to user alice (team vision)')
+
+
+def test_a_cronjobs_user_reaches_its_jobs_and_their_pods() -> None:
+    cronjob = make_cronjob(make_pod().queue("vision-train").gpus(1).template())
+    decision = run(create(cronjob, "alice", "vision-devs", kind=CRONJOB))
+    assert isinstance(decision, Admit)
+    stamped = apply(cronjob, decision.patch)["spec"]["jobTemplate"]["spec"]["template"]
+    stamp = stamped["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]
+    assert Submitter.from_annotation(stamp) == Submitter("alice", frozenset({"vision-devs"}))
+
+    # The cronjob controller creates a Job from the template, stamp included.
+    job = make_job(stamped, name="nightly-1")
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}
+    ]
+    decision = run(create(job, CRONJOB_CONTROLLER, kind=JOB))
+    assert isinstance(decision, Admit)
+    job_template = apply(job, decision.patch)["spec"]["template"]
+    assert Submitter.from_annotation(job_template["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]) == (
+        Submitter("alice", frozenset({"vision-devs"}))
+    )

@@ -1,0 +1,327 @@
+"""Run Sluicegate on a local control plane, as ``make up`` does and the e2e tests do.
+
+``LocalSluicegate(cluster).up()`` installs ``manifests/local`` with the real kubectl (CRDs,
+namespace, ServiceAccounts, RBAC), issues the webhook's serving certificate for 127.0.0.1,
+gets each ServiceAccount a token from the TokenRequest API, starts every process of
+``services.SERVICES`` as its account, waits until each is ready, then applies the webhook
+configurations pointed at the local webhook and waits until the API server calls it.
+
+Files, in the cluster's directory: ``sluicegate/tls`` (CA and serving pair),
+``sluicegate/tokens/<account>``, ``logs/sluicegate-<name>.log``, and ``sluicegate.json``
+(process ids, commands and ports), so ``down`` works from another process and a restarted
+process gets the same ports.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from certs import bundles
+from certs.issuing import WebhookFiles, issue
+from controlplane.launching import (
+    READY_SECONDS,
+    STOP_SECONDS,
+    LocalCluster,
+    Progress,
+    StartError,
+    free_port,
+    log_tail,
+)
+from controlplane.services import NAMESPACE, SERVICES, Launch, Service
+from policy import keys
+
+LOCAL_MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests" / "local"
+PORT_PLACEHOLDER: Final = "${SLUICEGATE_WEBHOOK_PORT}"
+CA_PLACEHOLDER: Final = "${SLUICEGATE_CA_BUNDLE}"
+# Long enough for any test run or working day; the processes read the file again every minute,
+# so a longer session only needs `make up` again.
+TOKEN_DURATION: Final = "24h"
+
+
+def _quiet(line: str) -> None:
+    del line
+
+
+class LocalSluicegate:
+    """Sluicegate's processes beside one ``LocalCluster``."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        services: Sequence[Service] = SERVICES,
+        manifests: Path = LOCAL_MANIFESTS,
+    ) -> None:
+        self.cluster = cluster
+        self.services = tuple(services)
+        self.manifests = manifests
+        self.root = cluster.layout.root / "sluicegate"
+        self.state = cluster.layout.root / "sluicegate.json"
+        self.tls = WebhookFiles(self.root / "tls")
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._ports: dict[str, dict[str, int]] = {}
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.services if s.name == name)
+
+    def log(self, name: str) -> Path:
+        return self.cluster.layout.log(self.service(name).log_name)
+
+    def port(self, name: str, port: str) -> int:
+        return self._ports[name][port]
+
+    def pid(self, name: str) -> int:
+        """The process id of a running process."""
+        return self._procs[name].pid
+
+    # --- up -------------------------------------------------------------------------------
+
+    def up(self, progress: Progress = _quiet) -> None:
+        stop(self.cluster.layout.root)
+        progress(f"sluicegate: installing {self.manifests}")
+        documents = self._render()
+        hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
+        self._install([d for d in documents if not bundles.is_webhook_configuration(d)])
+        progress("sluicegate: issuing the webhook's serving certificate and the accounts' tokens")
+        issue(self.tls.directory, hosts=["127.0.0.1"], new_ca=True)
+        for account in dict.fromkeys(s.account for s in self.services):
+            self._token(account)
+        self._ports = {s.name: {p: free_port() for p in s.ports} for s in self.services}
+        try:
+            for service in self.services:
+                progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
+                self.start(service.name)
+            self.cluster.kubectl("apply", "-f", "-",
+                                 input=yaml.safe_dump_all(self._pointed(hooks)))
+            progress("sluicegate: waiting until the API server calls the webhook")
+            self._wait_webhook_live()
+        except BaseException:
+            self.down()
+            raise
+        progress("sluicegate: ready; logs in " + str(self.cluster.layout.logs))
+
+    def _render(self) -> list[dict[str, Any]]:
+        text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout
+        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+    def _install(self, documents: list[dict[str, Any]]) -> None:
+        # Plain (client-side) `kubectl apply`, as an administrator applies manifests: a later
+        # `kubectl apply -k manifests/default` then patches these objects cleanly (switching a
+        # webhook's clientConfig from url to service, for one).
+        crds = [d for d in documents if d.get("kind") == "CustomResourceDefinition"]
+        rest = [d for d in documents if d.get("kind") != "CustomResourceDefinition"]
+        if crds:
+            self.cluster.kubectl("apply", "-f", "-",
+                                 input=yaml.safe_dump_all(crds))
+            names = [f"crd/{d['metadata']['name']}" for d in crds]
+            self.cluster.kubectl("wait", "--for=condition=Established", f"--timeout={READY_SECONDS:.0f}s",
+                                 *names)
+        if rest:
+            self.cluster.kubectl("apply", "-f", "-",
+                                 input=yaml.safe_dump_all(rest))
+
+    def _token(self, account: str) -> Path:
+        """A token for ``account`` from the TokenRequest API, written where its process reads it."""
+        token = self.cluster.kubectl("create", "token", account, "-n", NAMESPACE,
+                                     f"--duration={TOKEN_DURATION}").stdout.strip()
+        path = self.root / "tokens" / account
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(token)
+        path.chmod(0o600)
+        return path
+
+    def _pointed(self, hooks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The webhook configurations, calling the local webhook and trusting its CA."""
+        port = self.port("webhook", "admission")
+        bundle = base64.b64encode(self.tls.ca_cert.read_bytes()).decode()
+        text = yaml.safe_dump_all(list(hooks)).replace(PORT_PLACEHOLDER, str(port))
+        text = text.replace(CA_PLACEHOLDER, bundle)
+        return bundles.fill(yaml.safe_load_all(text), self.tls.ca_cert.read_bytes())
+
+    def _wait_webhook_live(self) -> None:
+        """Until a managed pod is refused by the webhook itself (a dry run in a scratch
+        namespace), the API server may not have loaded the configurations yet."""
+        namespace = f"sluicegate-probe-{uuid.uuid4().hex[:8]}"
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {keys.TEAM_LABEL: "sluicegate-probe"}},
+        }))
+        pod = yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "probe", "labels": {keys.QUEUE_LABEL: "sluicegate-probe"}},
+            "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:1"}]},
+        })
+        try:
+            deadline = time.monotonic() + READY_SECONDS
+            while time.monotonic() < deadline:
+                self._check_alive()
+                out = self.cluster.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-",
+                                           input=pod, check=False)
+                if out.returncode != 0 and 'queue "sluicegate-probe" does not exist' in out.stderr:
+                    return
+                time.sleep(0.2)
+            raise StartError(f"the API server did not call the webhook within {READY_SECONDS:.0f}s; "
+                             f"last lines of {self.log('webhook')}:\n{log_tail(self.log('webhook'))}")
+        finally:
+            self.cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+    # --- one process ----------------------------------------------------------------------
+
+    def start(self, name: str) -> None:
+        """Start one process (again, on the same ports) and wait until it is ready."""
+        service = self.service(name)
+        launch = Launch(
+            server=self.cluster.server,
+            ca_file=self.cluster.layout.pki.ca_cert,
+            token_file=self.root / "tokens" / service.account,
+            tls_cert=self.tls.cert,
+            tls_key=self.tls.key,
+            ports=self._ports[name],
+        )
+        command = service.command(sys.executable, launch)
+        self.cluster.layout.logs.mkdir(parents=True, exist_ok=True)
+        with self.log(name).open("ab") as log:
+            self._procs[name] = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=self.cluster.layout.root,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self._save(commands={name: command})
+        self._wait_ready(name)
+
+    def stop(self, name: str) -> None:
+        """Stop one process (SIGTERM, then SIGKILL after a grace period)."""
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            _terminate([proc.pid])
+            proc.wait()
+            self._save()
+
+    def _wait_ready(self, name: str) -> None:
+        url = f"http://127.0.0.1:{self.port(name, 'metrics')}/readyz"
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.2)
+        raise StartError(f"{name} was not ready after {READY_SECONDS:.0f}s; last lines of "
+                         f"{self.log(name)}:\n{log_tail(self.log(name))}")
+
+    def dead(self) -> list[str]:
+        """A report for every process this object started that has exited: its name, exit code
+        and the end of its log."""
+        return [
+            f"{name} exited with code {proc.returncode}; last lines of {self.log(name)}:\n"
+            f"{log_tail(self.log(name))}"
+            for name, proc in self._procs.items()
+            if proc.poll() is not None
+        ]
+
+    def _check_alive(self) -> None:
+        problems = self.dead()
+        if problems:
+            raise StartError("\n".join(problems))
+
+    # --- state ----------------------------------------------------------------------------
+
+    def _save(self, commands: dict[str, list[str]] | None = None) -> None:
+        try:
+            old = json.loads(self.state.read_text())
+        except (FileNotFoundError, ValueError):
+            old = {}
+        state = {
+            "pids": {name: p.pid for name, p in self._procs.items() if p.poll() is None},
+            "commands": {**old.get("commands", {}), **(commands or {})},
+            "ports": self._ports,
+        }
+        self.state.write_text(json.dumps(state, indent=2))
+
+    def down(self) -> list[str]:
+        """Stop every process (logs stay); the names of those that were still running."""
+        stopped = stop(self.cluster.layout.root)
+        for proc in self._procs.values():  # reap our children
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(STOP_SECONDS)
+        self._procs.clear()
+        return stopped
+
+
+# --- stopping from any process --------------------------------------------------------------
+
+
+def _runs(pid: int, command: Sequence[str]) -> bool:
+    """Whether ``pid`` still runs ``command`` (not a process that reused the id)."""
+    try:
+        recorded = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    except OSError:
+        return False
+    return [part.decode(errors="replace") for part in recorded] == list(command)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    return True
+
+
+def _terminate(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def stop(root: Path) -> list[str]:
+    """Stop every Sluicegate process recorded in ``root/sluicegate.json``; the names stopped."""
+    path = root.resolve() / "sluicegate.json"
+    try:
+        state = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    commands: dict[str, list[str]] = state.get("commands", {})
+    running = {name: pid for name, pid in state.get("pids", {}).items()
+               if _runs(pid, commands.get(name, []))}
+    _terminate(list(running.values()))
+    path.unlink(missing_ok=True)
+    return list(running)
+
+
+def status(root: Path) -> dict[str, bool]:
+    """Each recorded process, and whether it still runs."""
+    try:
+        state = json.loads((root.resolve() / "sluicegate.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    commands: dict[str, list[str]] = state.get("commands", {})
+    return {name: _runs(pid, commands.get(name, [])) for name, pid in state.get("pids", {}).items()}

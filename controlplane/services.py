@@ -1,0 +1,78 @@
+"""Sluicegate's own processes, as ``make up`` runs them beside the local control plane.
+
+One row per process. Each runs as ``python -m <module>`` under its own ServiceAccount (a
+token from the TokenRequest API), so the RBAC in ``manifests/`` is what it really runs with.
+Each names the ports it needs; the one called ``metrics`` must answer ``/readyz``. The gate
+controller and scheduler extender is one more row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+NAMESPACE: Final = "sluicegate-system"
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What one process is given on this machine."""
+
+    server: str  # the API server's URL
+    ca_file: Path  # the CA that signed the API server's certificate
+    token_file: Path  # the ServiceAccount's token
+    tls_cert: Path  # the webhook serving certificate (names 127.0.0.1)
+    tls_key: Path
+    ports: Mapping[str, int]  # free loopback ports, by the names the row asks for
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    name: str
+    module: str
+    account: str  # a ServiceAccount in sluicegate-system
+    ports: tuple[str, ...]
+    arguments: Callable[[Launch], list[str]]
+
+    @property
+    def log_name(self) -> str:
+        return f"sluicegate-{self.name}"
+
+    def command(self, python: str, launch: Launch) -> list[str]:
+        return [python, "-m", self.module, *self.arguments(launch)]
+
+
+def connection_arguments(launch: Launch) -> list[str]:
+    return [
+        "--server", launch.server,
+        "--token-file", str(launch.token_file),
+        "--certificate-authority", str(launch.ca_file),
+    ]
+
+
+def webhook_arguments(launch: Launch) -> list[str]:
+    return [
+        "--host", "127.0.0.1",
+        "--port", str(launch.ports["admission"]),
+        "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(launch.ports["metrics"]),
+        "--tls-cert", str(launch.tls_cert),
+        "--tls-key", str(launch.tls_key),
+        # Nobody routes traffic away from a local process before it stops: no need to linger.
+        "--drain-seconds", "0",
+        *connection_arguments(launch),
+    ]
+
+
+WEBHOOK: Final = Service(
+    name="webhook",
+    module="webhook",
+    account="sluicegate-webhook",
+    ports=("admission", "metrics"),
+    arguments=webhook_arguments,
+)
+
+SERVICES: Final[tuple[Service, ...]] = (WEBHOOK,)
+"""Every process ``make up`` starts, in start order."""

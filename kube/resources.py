@@ -1,0 +1,52 @@
+"""The API resources Sluicegate reads and writes, and the URL paths that address them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import quote
+
+from policy import keys
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One kind of object on the API server, addressed by group, version and plural."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, name: str = "", *, namespace: str = "", subresource: str = "") -> str:
+        """The URL path of the collection (no ``name``) or of one object.
+
+        A namespaced resource without ``namespace`` is the collection across all namespaces.
+        """
+        out = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            out += f"/namespaces/{quote(namespace, safe='')}"
+        out += f"/{self.plural}"
+        if name:
+            out += f"/{quote(name, safe='')}"
+        if subresource:
+            out += f"/{subresource}"
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+QUEUES: Final = Resource(keys.GROUP, "v1alpha1", "queues", "Queue")
+TEAMS: Final = Resource(keys.GROUP, "v1alpha1", "teams", "Team")
+PRESETS: Final = Resource(keys.GROUP, "v1alpha1", "presets", "Preset")
+POLICIES: Final = Resource(keys.GROUP, "v1alpha1", "policies", "Policy")
+NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace")
+PODS: Final = Resource("", "v1", "pods", "Pod", namespaced=True)
+NODES: Final = Resource("", "v1", "nodes", "Node")
+EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)

@@ -1,0 +1,79 @@
+"""Each refusal policy gives is counted under its own reason: the table in webhook.denials is
+checked against real decisions, so a reworded message fails here rather than turning into
+"Other" on a dashboard."""
+
+from __future__ import annotations
+
+import pytest
+
+from policy import keys
+from policy.catalog import Catalog
+from policy.model import Namespace
+from policy.reviews import Deny, Request
+from tests.admission_builders import (
+    create,
+    create_job,
+    make_job,
+    make_namespace,
+    make_pod,
+    make_preset,
+    run,
+    update,
+    vision_catalog,
+)
+from webhook.denials import OTHER, reason
+
+GPU = make_pod().gpus(1)
+GATED = make_pod().queue("vision-train").gpus(1).gated()
+BROKEN = vision_catalog(
+    queues=[{"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}],
+    presets=[make_preset("broken").pod("nodeName", "x").obj()],
+)
+
+
+@pytest.mark.parametrize(
+    ("request_", "namespace", "catalog", "expected"),
+    [
+        pytest.param(create(GPU.obj() | {"spec": {**GPU.obj()["spec"], "nodeName": "n1"}}), None, None,
+                     "NodeName", id="a pod with spec.nodeName"),
+        pytest.param(create_job(make_job(make_pod().gpus(1).node_name("n1").template())), None, None,
+                     "NodeName", id="a Job template with spec.nodeName"),
+        pytest.param(create(make_pod().gpus(1).label(keys.TEAM_LABEL, "prod").obj()), None, None,
+                     "SystemKey", id="a hand-set team label"),
+        pytest.param(update(GATED.obj(), make_pod().queue("vision-train").gpus(1).obj()), None, None,
+                     "GateRemoved", id="the gate removed by a user"),
+        pytest.param(update(GATED.obj(), make_pod().queue("research").gpus(1).gated().obj()), None, None,
+                     "KeyChanged", id="the queue relabelled"),
+        pytest.param(create(make_pod().presets("connections").obj()),
+                     make_namespace(allowed_presets=["single-gpu"]), None,
+                     "PresetNotAllowed", id="a preset the namespace does not allow"),
+        pytest.param(create(make_pod().presets("broken").obj()), None, BROKEN,
+                     "PresetInvalid", id="a broken preset"),
+        pytest.param(create(make_pod().presets("nope").obj()), None, None,
+                     "PresetUnknown", id="a preset that does not exist"),
+        pytest.param(create(make_pod().queue("vision-interactive").obj()),
+                     make_namespace(allowed_queues=["vision-train"]), None,
+                     "QueueNotAllowed", id="a queue the namespace does not allow"),
+        pytest.param(create(make_pod().queue("prod-train").obj()), None, None,
+                     "QueueNotOpen", id="a queue not open to the user"),
+        pytest.param(create(make_pod().queue("broken").obj()), None, BROKEN,
+                     "QueueInvalid", id="a broken queue"),
+        pytest.param(create(make_pod().queue("nope").obj()), None, None,
+                     "QueueUnknown", id="a queue that does not exist"),
+        pytest.param(create(GPU.obj()), None, None, "NoQueue", id="no queue anywhere"),
+        pytest.param(create(make_pod().queue("vision-train").group("g").obj()), None, None,
+                     "BadAnnotation", id="a group without a size"),
+        pytest.param(create(make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}})
+                            .obj()), None, None, "InvalidSpec", id="a quantity that does not parse"),
+    ],
+)
+def test_every_refusal_has_its_reason(
+    request_: Request, namespace: Namespace | None, catalog: Catalog | None, expected: str
+) -> None:
+    decision = run(request_, namespace, catalog)
+    assert isinstance(decision, Deny), decision
+    assert reason(decision.message) == expected, decision.message
+
+
+def test_an_unknown_message_is_other() -> None:
+    assert reason("something new") == OTHER

@@ -1,0 +1,217 @@
+"""One AdmissionReview, from body to answer: parse it, ask policy, answer, count, log.
+
+``Reviewer.decide`` is the one place that calls ``policy.admitting.review``. The mutating
+webhook returns policy's patch. The validating webhook runs after every mutating webhook: on
+UPDATE it applies the bypass rules, and on CREATE it reviews the pod as it will be stored —
+admission is idempotent, so a pod that still carries what Sluicegate wrote yields an empty patch,
+and anything else means a later webhook changed or removed Sluicegate's keys or gate.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, cast
+
+from policy import admitting, fields, keys
+from policy.catalog import Catalog
+from policy.fields import InvalidObject
+from policy.model import Namespace
+from policy.patching import escape
+from policy.pods import Submitter
+from policy.reviews import OWNER_TEMPLATES, AdmissionRequest, Admit, Decision, Deny, Operation, Request
+from webhook.denials import reason
+from webhook.metrics import AdmissionMetrics
+
+log = logging.getLogger(__name__)
+
+API_VERSION: Final = "admission.k8s.io/v1"
+Webhook = Literal["mutate", "validate"]
+_QUEUE_PATH: Final = f"/metadata/labels/{escape(keys.QUEUE_LABEL)}"
+
+
+class BadReview(Exception):
+    """The body is not an AdmissionReview this server can read (answered 400)."""
+
+
+class Source(Protocol):
+    """What admission reads: the cache (``kube.cache.Cache``) in a running server."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    def catalog(self) -> Catalog: ...
+
+    def namespace(self, name: str) -> Namespace | None: ...
+
+    async def current_namespace(self, name: str) -> Namespace: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    uid: str
+    namespace: str
+    dry_run: bool
+    request: Request
+
+    @property
+    def object_name(self) -> str:
+        meta = fields.obj(self.request.object.get("metadata"))
+        name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "")
+        return f"{self.namespace}/{name}" if self.namespace else str(name)
+
+
+def parse_review(body: bytes) -> Review:
+    """Read an ``admission.k8s.io/v1`` AdmissionReview; anything else raises ``BadReview``."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise BadReview(f"the body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadReview("the body is not a JSON object")
+    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != "AdmissionReview":
+        raise BadReview(
+            f"expected apiVersion {API_VERSION} and kind AdmissionReview, got "
+            f"{str(doc.get('apiVersion'))[:60]!r} and {str(doc.get('kind'))[:60]!r}"
+        )
+    raw = doc.get("request")
+    if not isinstance(raw, dict):
+        raise BadReview("AdmissionReview.request is missing or not an object")
+    uid, namespace = raw.get("uid"), raw.get("namespace") or ""
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("AdmissionReview.request.uid is missing")
+    if not isinstance(namespace, str):
+        raise BadReview("AdmissionReview.request.namespace is not a string")
+    try:
+        request = Request.from_review(cast(AdmissionRequest, raw))
+    except InvalidObject as e:
+        raise BadReview(str(e)) from None
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        # Parsing is all from_review does: whatever it trips on is a malformed request.
+        raise BadReview(f"AdmissionReview.request: {type(e).__name__}: {e}") from None
+    return Review(uid, namespace, raw.get("dryRun") is True, request)
+
+
+def answer(uid: str, decision: Decision, *, patch: bool) -> dict[str, Any]:
+    """The AdmissionReview response; a validating webhook (``patch=False``) never patches."""
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if isinstance(decision, Admit):
+        if patch and decision.patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(decision.patch).encode()).decode()
+        if patch and decision.warnings:
+            response["warnings"] = list(decision.warnings)
+    else:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": decision.message}
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+class Reviewer:
+    """Answers reviews from what ``source`` holds; counts and logs every answer."""
+
+    def __init__(self, source: Source, controller: str, metrics: AdmissionMetrics) -> None:
+        self.source = source
+        self.controller = controller
+        self.metrics = metrics
+
+    async def decide(self, review: Review, webhook: Webhook) -> Decision:
+        request = review.request
+        if request.operation is Operation.CREATE and review.namespace:
+            namespace = await self.source.current_namespace(review.namespace)
+        else:  # the UPDATE rules do not depend on the namespace
+            namespace = self.source.namespace(review.namespace) or Namespace(review.namespace)
+        try:
+            decision = admitting.review(request, namespace, self.source.catalog(), controller=self.controller)
+        except InvalidObject as e:  # policy's word for an object it cannot read
+            raise BadReview(f"AdmissionReview.request.object: {e}") from None
+        if webhook == "validate" and request.operation is Operation.CREATE:
+            return _still_as_admitted(review, decision)
+        return decision
+
+    async def answer(self, body: bytes, webhook: Webhook) -> dict[str, Any]:
+        started = time.perf_counter()
+        review = parse_review(body)
+        decision = await self.decide(review, webhook)
+        seconds = time.perf_counter() - started
+        request = review.request
+        if isinstance(decision, Deny):
+            result, why = "denied", reason(decision.message)
+            self.metrics.denials.labels(why).inc()
+        else:
+            result, why = ("patched" if decision.patch and webhook == "mutate" else "allowed"), ""
+        self.metrics.answered(request.operation.value, request.kind.kind, result)
+        self.metrics.latency.labels(webhook).observe(seconds)
+        self._log(review, webhook, decision, result, why, seconds)
+        return answer(review.uid, decision, patch=webhook == "mutate")
+
+    def _log(
+        self, review: Review, webhook: Webhook, decision: Decision, result: str, why: str, seconds: float
+    ) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        request = review.request
+        line: dict[str, Any] = {
+            "webhook": webhook,
+            "operation": request.operation.value,
+            "kind": request.kind.kind,
+            "object": review.object_name,
+            "user": request.user,
+            "queue": _queue(request, decision),
+            "outcome": result,
+            "uid": review.uid,
+            "ms": round(seconds * 1000, 3),
+        }
+        on_behalf = _submitter(request)
+        if on_behalf and on_behalf != request.user:
+            line["submitter"] = on_behalf
+        if review.dry_run:
+            line["dryRun"] = True
+        if isinstance(decision, Deny):
+            line["reason"] = why
+            line["message"] = decision.message
+        elif decision.warnings:
+            line["warnings"] = list(decision.warnings)
+        log.info("%s %s %s: %s", request.operation.value, request.kind.kind, review.object_name, result,
+                 extra={"fields": line})
+
+
+def _still_as_admitted(review: Review, decision: Decision) -> Decision:
+    """On CREATE, after every mutating webhook: the pod must be what admission makes of it."""
+    if isinstance(decision, Deny) or not decision.patch:
+        return Admit() if isinstance(decision, Admit) else decision
+    paths = sorted({op["path"] for op in decision.patch})
+    return Deny(
+        f"{review.object_name} was changed after Sluicegate admitted it (by a mutating webhook that "
+        f"ran later?): {', '.join(paths)}; Sluicegate's labels, annotations and the scheduling gate "
+        f"{keys.GATE} must stay as admission set them"
+    )
+
+
+def _template(request: Request) -> Mapping[str, Any]:
+    path = OWNER_TEMPLATES.get(request.kind)
+    return fields.at(request.object, path) if path else request.object
+
+
+def _queue(request: Request, decision: Decision) -> str:
+    """The queue the object ends up in: its own label, or the one the patch writes."""
+    labels = fields.string_map(fields.obj(_template(request).get("metadata")).get("labels"))
+    queue = labels.get(keys.QUEUE_LABEL, "")
+    if isinstance(decision, Admit):
+        for op in decision.patch:
+            value = op.get("value")
+            if op["path"] == _QUEUE_PATH and isinstance(value, str):
+                queue = value
+            elif op["path"] == "/metadata/labels" and isinstance(value, Mapping):
+                queue = str(value.get(keys.QUEUE_LABEL) or queue)
+    return queue
+
+
+def _submitter(request: Request) -> str:
+    notes = fields.string_map(fields.obj(_template(request).get("metadata")).get("annotations"))
+    raw = notes.get(keys.SUBMITTER_ANNOTATION)
+    stamped = Submitter.from_annotation(raw) if raw else None
+    return stamped.user if stamped else ""

@@ -1,0 +1,80 @@
+"""The webhook process: settings, logging, the cache, both servers, and a drained stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from aiohttp import web
+
+from kube.cache import Cache
+from kube.connecting import Connection, KubeError
+from process import logs
+from process.signals import stopped
+from webhook.application import build_app, operations_app
+from webhook.certificates import ReloadingCertificate
+from webhook.metrics import AdmissionMetrics
+from webhook.settings import Settings, parse
+
+log = logging.getLogger(__name__)
+
+USER_AGENT: Final = "sluicegate-webhook"
+
+
+async def _announce_sync(cache: Cache) -> None:
+    await cache.wait_synced()
+    log.info("cache synced: %d queues, %d teams, %d presets, %d namespaces; ready",
+             len(cache.queues), len(cache.teams), len(cache.presets), len(cache.namespaces))
+
+
+async def serve(settings: Settings) -> None:
+    certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
+    connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
+    cache = Cache(connection)
+    metrics = AdmissionMetrics()
+    stopping = asyncio.Event()
+    admission = web.AppRunner(build_app(settings, cache, metrics), access_log=None,
+                              shutdown_timeout=settings.shutdown_seconds)
+    operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
+                               shutdown_timeout=settings.shutdown_seconds)
+    cache.start()
+    tasks = [
+        asyncio.create_task(certificate.watch(settings.cert_reload_seconds), name="certificate reload"),
+        asyncio.create_task(_announce_sync(cache), name="announce sync"),
+    ]
+    try:
+        await admission.setup()
+        await operations.setup()
+        await web.TCPSite(admission, settings.host, settings.port, ssl_context=certificate.context).start()
+        await web.TCPSite(operations, settings.metrics_host, settings.metrics_port).start()
+        log.info("serving admission on https://%s:%d (/mutate, /validate); probes and metrics on "
+                 "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
+                 settings.metrics_port, settings.connection.describe())
+        signal = await stopped()
+        # Unready first, so endpoints stop sending new reviews; keep answering meanwhile.
+        log.info("%s received: draining for %.1fs", signal, settings.drain_seconds)
+        stopping.set()
+        await asyncio.sleep(settings.drain_seconds)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await admission.cleanup()
+        await operations.cleanup()
+        await cache.stop()
+        await connection.close()
+        log.info("stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse(argv)
+    logs.setup(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(serve(settings))
+    except (KubeError, OSError, ssl.SSLError) as e:
+        log.error("cannot serve: %s", e)
+        return 1
+    return 0
