@@ -74,5 +74,32 @@ WEBHOOK: Final = Service(
     arguments=webhook_arguments,
 )
 
-SERVICES: Final[tuple[Service, ...]] = (WEBHOOK,)
+def controller_arguments(launch: Launch) -> list[str]:
+    return [
+        "--host", "127.0.0.1",
+        "--port", str(launch.ports["extender"]),
+        "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(launch.ports["metrics"]),
+        # The extender serves with the webhook's certificate: it names 127.0.0.1, and the
+        # local kube-scheduler trusts its CA.
+        "--tls-cert", str(launch.tls_cert),
+        "--tls-key", str(launch.tls_key),
+        # Locally a standby takes over within 8 s of a leader's death (15 s in a cluster).
+        "--lease-duration", "8",
+        "--renew-deadline", "6",
+        "--retry-period", "1",
+        "--drain-seconds", "0",
+        *connection_arguments(launch),
+    ]
+
+
+CONTROLLER: Final = Service(
+    name="controller",
+    module="extender",
+    account="sluicegate-controller",
+    ports=("extender", "metrics"),
+    arguments=controller_arguments,
+)
+
+SERVICES: Final[tuple[Service, ...]] = (WEBHOOK, CONTROLLER)
 """Every process ``make up`` starts, in start order."""

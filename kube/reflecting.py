@@ -135,6 +135,11 @@ class Reflector(Generic[T]):
         entry = self._store.get(uid)
         return entry.value if entry else None
 
+    def version(self, uid: str) -> str:
+        """The resourceVersion the stored object was converted from ("" when absent)."""
+        entry = self._store.get(uid)
+        return entry.resource_version if entry else ""
+
     def named(self, name: str, namespace: str = "") -> T | None:
         uid = self._by_key.get(f"{namespace}/{name}" if namespace else name)
         return self.get(uid) if uid else None

@@ -1,0 +1,77 @@
+"""Releases counted before the watch confirms them (kube-scheduler's assumed pods).
+
+The moment a cycle decides to release a pod, the pod is *assumed* released: every later cycle
+sees it ungated, and so counts it as running, even while the patch is in flight or retrying
+and before the watch brings the ungated pod back. Without this a slow watch would let the
+next cycle release the same slot again. An assumption ends when the watch confirms it (the
+cached pod has lost its gate), when the pod leaves the cache (deleted, or finished), or when
+the release failed for good (``forget``), after which the pod is pending again and a later
+cycle decides anew. A pod is assumed at most once at a time, so retries never count twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+
+from extender.managed import ManagedPod
+from policy.pods import Pod
+
+
+class Assumptions:
+    def __init__(self) -> None:
+        self._assumed: dict[str, float] = {}  # uid -> when (monotonic) the release was decided
+        self.confirmed = 0
+        """Assumptions the watch confirmed, in all (a counter for metrics and tests)."""
+
+    def __len__(self) -> int:
+        return len(self._assumed)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._assumed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._assumed)
+
+    def assume(self, uid: str, at: float) -> bool:
+        """Count ``uid`` as released; False if it already was (nothing changes)."""
+        if uid in self._assumed:
+            return False
+        self._assumed[uid] = at
+        return True
+
+    def forget(self, uid: str) -> None:
+        self._assumed.pop(uid, None)
+
+    def clear(self) -> None:
+        self._assumed.clear()
+
+    def since(self, uid: str) -> float | None:
+        return self._assumed.get(uid)
+
+    def apply(self, pods: Iterable[ManagedPod]) -> list[Pod]:
+        """The pods as dispatch must see them: assumed ones ungated.
+
+        Assumptions that the cache now confirms (the pod has lost its gate), and those whose
+        pod has left the cache, are forgotten on the way.
+        """
+        assumed = self._assumed
+        out: list[Pod] = []
+        if not assumed:
+            out.extend(m.pod for m in pods)
+            return out
+        seen: set[str] = set()
+        for managed in pods:
+            pod = managed.pod
+            uid = pod.uid
+            if uid in assumed:
+                seen.add(uid)
+                if pod.gated:
+                    pod = replace(pod, gated=False)
+                else:
+                    del assumed[uid]
+                    self.confirmed += 1
+            out.append(pod)
+        for uid in [u for u in assumed if u not in seen]:
+            del assumed[uid]
+        return out

@@ -1,0 +1,91 @@
+"""What the ``sluicegate.dev/Dispatched`` condition of a pod should say, when to rewrite it, and
+the event that goes with each write (``kubectl describe pod`` lists a pod's conditions without
+their messages, so the message reaches users through the event).
+
+Two kinds of waiting must never be confused, so they read differently:
+
+* **held by Sluicegate** (the pod is gated): ``False``, with policy's reason and its message with
+  numbers (``queue vision-train: 8/8 running``);
+* **dispatched, waiting for Kubernetes** (released, and kube-scheduler reports it cannot place
+  it): ``True``, reason ``Dispatched``, message ``dispatched, waiting for Kubernetes to place it:
+  <the scheduler's message>``.
+
+A pending pod's condition is rewritten only when its *reason* changes (the numbers in the
+message go stale on purpose: rewriting them every cycle would flood the API server with a
+deep queue's worth of writes). A released pod's condition is rewritten when its message
+changes between "dispatched" and "waiting for Kubernetes" (or the scheduler's words change).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from extender.managed import Dispatched, ManagedPod
+from kube.writing import Condition, PodEvent
+from policy import keys
+from policy.dispatching import Wait
+from policy.pods import Pod
+
+UNPLACEABLE: Final = "dispatched, waiting for Kubernetes to place it: "
+
+
+def waiting(wait: Wait) -> Condition:
+    return Condition("False", wait.reason.value, wait.message)
+
+
+def dispatched(queue: str) -> Condition:
+    return Condition("True", keys.DISPATCHED_REASON, f"dispatched by queue {queue}")
+
+
+def released_by_hand(queue: str) -> Condition:
+    return Condition(
+        "True", keys.DISPATCHED_REASON,
+        f"the gate was removed outside dispatch (break glass); counted as running in queue {queue}",
+    )
+
+
+def unplaceable(scheduler_message: str) -> Condition:
+    return Condition("True", keys.DISPATCHED_REASON, UNPLACEABLE + scheduler_message)
+
+
+def for_released(managed: ManagedPod) -> Condition:
+    """What a released pod's condition should say now."""
+    pod = managed.pod
+    if not pod.node_name and pod.unschedulable:
+        return unplaceable(pod.unschedulable)
+    if managed.dispatched_by_sluicegate:
+        return dispatched(pod.queue)
+    return released_by_hand(pod.queue)
+
+
+def as_written(found: Dispatched | None) -> Condition | None:
+    if found is None or found.status not in ("True", "False"):
+        return None
+    return Condition("True" if found.status == "True" else "False", found.reason, found.message)
+
+
+def pending_is_current(current: Condition | None, reason: str) -> bool:
+    """A pending pod's condition needs no write: it is False with this reason already."""
+    return current is not None and current.status == "False" and current.reason == reason
+
+
+def is_unplaceable(condition: Condition | None) -> bool:
+    return condition is not None and condition.message.startswith(UNPLACEABLE)
+
+
+# --- the events that go with them -----------------------------------------------------------
+
+
+def held(pod: Pod, condition: Condition) -> PodEvent:
+    """Normal, with the reason it waits (``QueueLimit``) and the message with numbers."""
+    return PodEvent(pod.namespace, pod.name, pod.uid, "Normal", condition.reason, "Hold", condition.message)
+
+
+def released(pod: Pod, queue: str, waited: float) -> PodEvent:
+    return PodEvent(pod.namespace, pod.name, pod.uid, "Normal", keys.DISPATCHED_REASON, "Dispatch",
+                    f"released by queue {queue} after waiting {waited:.1f}s")
+
+
+def waiting_for_placement(pod: Pod, condition: Condition) -> PodEvent:
+    return PodEvent(pod.namespace, pod.name, pod.uid, "Warning", "WaitingForPlacement", "Place",
+                    condition.message)

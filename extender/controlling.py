@@ -1,0 +1,358 @@
+"""The gate controller: a level-triggered loop that releases gated pods as policy allows.
+
+Every change in the cache (a pod, a Queue, a Team, the Policy) kicks a coalescing queue; a
+burst of kicks makes one *cycle*. A cycle runs only on the leader and does no I/O itself:
+
+1. snapshot: the managed pods as the cache holds them, with the releases assumed but not yet
+   confirmed counted as released (``assumptions``), grouped into workloads, and the Catalog;
+2. decide: ``decide`` (the one call of ``policy.dispatching.dispatch``), with the round-robin
+   turns the previous cycle left;
+3. release: each released pod is assumed at once and handed to the ``Releaser``, which removes
+   the gate beside the next cycles;
+4. explain: conditions for pods whose reason changed, and for released pods kube-scheduler
+   cannot place (``Explainer``);
+5. report: gauges now, Queue/Team/Policy status at a bounded rate (``Reporter``).
+
+The first cycle of a term as leader waits until the cache has caught up with a fresh list
+from the API server, so a standby that takes over never decides from a view older than what
+the previous leader did. Losing the lead drops every assumption, queued write and turn: the
+next term rebuilds from the API server, as a restarted controller does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Final, Protocol
+
+from extender import conditions, statuses
+from extender.assumptions import Assumptions
+from extender.coalescing import Coalescer
+from extender.explaining import Explainer
+from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
+from extender.metrics import ControllerMetrics
+from extender.releasing import Release, Releaser
+from extender.reporting import Reporter
+from extender.settings import Settings
+from kube.connecting import Connection, KubeError
+from kube.resources import PODS
+from kube.writing import Ungate, micro_time
+from policy import keys
+from policy.catalog import Catalog
+from policy.dispatching import Decision, Turns, dispatch
+from policy.model import Snapshot, State, Workload
+from policy.workloads import build_workloads
+
+log = logging.getLogger(__name__)
+
+# How long the first cycle of a term waits for the cache to catch up with a fresh list.
+FENCE_SECONDS: Final = 5.0
+# A release that failed for good is decided again after this pause, not at once.
+RETRY_SECONDS: Final = 1.0
+
+
+class PodSource(Protocol):
+    """The managed pods, converted (``kube.reflecting.Reflector[ManagedPod]``)."""
+
+    @property
+    def resource_version(self) -> str: ...
+
+    def items(self) -> Iterator[tuple[str, ManagedPod]]: ...
+
+    def get(self, uid: str) -> ManagedPod | None: ...
+
+    def version(self, uid: str) -> str: ...
+
+
+class Leadership(Protocol):
+    @property
+    def leading(self) -> bool: ...
+
+    @property
+    def identity(self) -> str: ...
+
+
+def decide(snapshot: Snapshot, turns: Turns) -> Decision:
+    """The controller's one call of policy's dispatch decision."""
+    return dispatch(snapshot, turns)
+
+
+def _newer_or_same(have: str, want: str) -> bool:
+    if not have:
+        return False
+    try:
+        return int(have) >= int(want)
+    except ValueError:  # resourceVersions are opaque; etcd's are integers, and equal is safe anyway
+        return have == want
+
+
+class GateController:
+    def __init__(
+        self,
+        settings: Settings,
+        connection: Connection,
+        pods: PodSource,
+        catalog: Callable[[], Catalog],
+        leadership: Leadership,
+        metrics: ControllerMetrics,
+        *,
+        policy_exists: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.connection = connection
+        self.pods = pods
+        self.catalog = catalog
+        self.leadership = leadership
+        self.metrics = metrics
+        self._clock = clock
+        self._wall = wall
+        self.queue = Coalescer(settings.debounce_seconds, settings.longest_seconds, clock=clock)
+        self.assumed = Assumptions()
+        self.turns = Turns()
+        self.releaser = Releaser(connection, concurrency=settings.release_concurrency,
+                                 give_up_seconds=settings.give_up_seconds, on_settled=self._settled,
+                                 on_error=metrics.failed, clock=clock)
+        self.explainer = Explainer(connection, concurrency=settings.write_concurrency,
+                                   identity=leadership.identity, leading=self.leading,
+                                   on_error=metrics.failed, wall=wall)
+        self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
+                                 policy_exists=policy_exists, wall=wall)
+        self._fence_needed = True
+        self._first_pending: dict[str, float] = {}
+        self._unplaceable_since: dict[str, float] = {}
+        self._event_at: dict[str, float] = {}
+        self.cycles = 0
+
+    def leading(self) -> bool:
+        return self.leadership.leading
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def leadership_changed(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            self._fence_needed = True
+            self.turns = Turns()
+            self.queue.kick()
+            return
+        self.releaser.cancel_all()
+        self.assumed.clear()
+        self.explainer.clear()
+        self.reporter.clear()
+        self._first_pending.clear()
+        self._unplaceable_since.clear()
+        self._event_at.clear()
+
+    async def run(self) -> None:
+        """Cycle whenever the queue says so, while leading, until cancelled."""
+        self.queue.kick()
+        while True:
+            await self.queue.wait()
+            if not self.leading():
+                continue
+            if self._fence_needed:
+                await self._fence()
+                self._fence_needed = False
+                if not self.leading():
+                    continue
+            try:
+                self.cycle()
+            except Exception:  # a bug in one cycle must not stop dispatch for good
+                log.exception("a dispatch cycle failed; trying again shortly")
+                self.queue.kick_after(RETRY_SECONDS)
+            self.queue.kick_after(self.settings.resync_seconds)
+
+    async def _fence(self) -> None:
+        """Wait until the cache holds every managed pod at least as new as a fresh list shows it."""
+        try:
+            listing = await self.connection.get(PODS.path(), {"labelSelector": LABEL_SELECTOR,
+                                                              "fieldSelector": FIELD_SELECTOR})
+        except KubeError as e:
+            log.warning("could not list pods before the first cycle of this term: %s", e)
+            return
+        version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+        wanted = [(str(i["metadata"]["uid"]), str(i["metadata"].get("resourceVersion") or ""))
+                  for i in listing.get("items") or () if isinstance(i, dict) and i.get("metadata")]
+        deadline = self._clock() + FENCE_SECONDS
+        while True:
+            if version and _newer_or_same(self.pods.resource_version, version):
+                return
+            if all(_newer_or_same(self.pods.version(uid), rv) for uid, rv in wanted):
+                return
+            if self._clock() > deadline:
+                log.warning("the pod cache has not caught up with the API server after %.0fs; "
+                            "dispatching from it anyway", FENCE_SECONDS)
+                return
+            await asyncio.sleep(0.05)
+
+    # --- one cycle ------------------------------------------------------------------------
+
+    def cycle(self) -> Decision:
+        started = time.perf_counter()
+        now, mono = self._wall(), self._clock()
+        managed = dict(self.pods.items())
+        pods = self.assumed.apply(managed.values())
+        catalog = self.catalog()
+        snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(pods), now)
+        decision = decide(snapshot, self.turns)
+        self.turns = decision.turns
+        released = self._release(decision, managed, now, mono)
+        self.explainer.confirm(managed)
+        waiting, pending_due = self._explain_pending(snapshot, decision, managed, mono)
+        unplaceable, placing_due = self._explain_released(managed, mono)
+        figures = statuses.figures(snapshot, decision.usage, released)
+        self.reporter.update(figures, waiting, unplaceable, now)
+        self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
+        self.metrics.assumed.set(len(self.assumed))
+        seconds = time.perf_counter() - started
+        self.metrics.cycle.observe(seconds)
+        self.cycles += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("cycle %d: %d pods, %d workloads, %d released, %d waiting, %d assumed, %.1f ms",
+                      self.cycles, len(managed), len(snapshot.workloads), len(released),
+                      len(decision.waiting), len(self.assumed), seconds * 1000)
+        return decision
+
+    def _release(
+        self, decision: Decision, managed: Mapping[str, ManagedPod], now: float, mono: float
+    ) -> list[str]:
+        stamp = MappingProxyType({keys.DISPATCHED_AT_ANNOTATION: micro_time(now)})
+        released = []
+        for w in decision.release:
+            released.append(w.key)
+            waited = now - w.created
+            self.metrics.released(w.queue, waited)
+            log.info("releasing %s: queue %s, waited %.1fs", w.key, w.queue, waited, extra={"fields": {
+                "workload": w.key, "queue": w.queue, "team": w.team, "pods": len(w.pods),
+                "waited": round(waited, 3)}})
+            for pod in w.pods:
+                found = managed.get(pod.uid)
+                if pod.gated and found is not None:
+                    self._submit(found, w, stamp, mono)
+        for pod in decision.stragglers:
+            found = managed.get(pod.uid)
+            if found is not None and found.pod.gated:
+                log.info("releasing %s, which joins its running group %s", pod.key, pod.group,
+                         extra={"fields": {"pod": pod.key, "queue": pod.queue}})
+                self._submit(found, None, stamp, mono)
+        return released
+
+    def _submit(self, found: ManagedPod, w: Workload | None, stamp: Mapping[str, str], mono: float) -> None:
+        pod = found.pod
+        if not self.assumed.assume(pod.uid, mono):
+            return
+        workload = w.key if w is not None else f"{pod.namespace}/group:{pod.group}"
+        self.releaser.submit(Release(
+            uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=workload,
+            gates=found.gates, has_annotations=found.has_annotations,
+            created=w.created if w is not None else pod.created, stamp=stamp,
+        ))
+
+    def _settled(self, release: Release, outcome: Ungate | None) -> None:
+        if outcome is Ungate.RELEASED:
+            found = self.pods.get(release.uid)
+            if found is not None and self.leading():
+                event = conditions.released(found.pod, release.queue, self._wall() - release.created)
+                self.explainer.want(found, conditions.dispatched(release.queue), event=event, urgent=True)
+            return
+        if outcome is Ungate.ALREADY:
+            return  # released by someone else: the watch confirms it, and the cycle explains it
+        self.assumed.forget(release.uid)
+        if outcome is Ungate.GONE:
+            self.queue.kick()
+        else:
+            self.queue.kick_after(RETRY_SECONDS)
+
+    # --- explaining -----------------------------------------------------------------------
+
+    def _explain_pending(
+        self, snapshot: Snapshot, decision: Decision, managed: Mapping[str, ManagedPod], mono: float
+    ) -> tuple[dict[tuple[str, str], int], float]:
+        """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
+        and when the next pod becomes due for an explanation."""
+        pending = {w.key: w for w in snapshot.workloads if w.state is State.PENDING}
+        waiting = decision.waiting
+        counts: Counter[tuple[str, str]] = Counter()
+        first_seen: dict[str, float] = {}
+        after = self.settings.explain_after_seconds
+        due = math.inf
+        for key, reason in waiting.reasons():
+            w = pending.get(key)
+            if w is None:
+                continue
+            counts[(w.queue, reason.value)] += 1
+            for pod in w.pods:
+                first = first_seen[pod.uid] = self._first_pending.get(pod.uid, mono)
+                found = managed.get(pod.uid)
+                if found is None or not pod.gated:
+                    continue
+                if conditions.pending_is_current(self.explainer.current(found), reason.value):
+                    continue
+                if mono < first + after:
+                    due = min(due, first + after)
+                    continue
+                wanted = conditions.waiting(waiting[key])
+                self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
+        self._first_pending = first_seen
+        return dict(counts), due
+
+    def _explain_released(self, managed: Mapping[str, ManagedPod], mono: float) -> tuple[Counter[str], float]:
+        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
+        unplaceable: Counter[str] = Counter()
+        since_seen: dict[str, float] = {}
+        after = self.settings.unplaceable_after_seconds
+        interval = self.settings.event_interval_seconds
+        due = math.inf
+        for uid, found in managed.items():
+            pod = found.pod
+            if pod.gated or uid in self.releaser:
+                continue
+            wanted = conditions.for_released(found)
+            current = self.explainer.current(found)
+            if not conditions.is_unplaceable(wanted):
+                if current is None or current.status != "True" or conditions.is_unplaceable(current):
+                    self.explainer.want(found, wanted)
+                continue
+            unplaceable[pod.queue] += 1
+            since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
+            if current == wanted:
+                continue
+            if mono < since + after:
+                due = min(due, since + after)
+                continue
+            event = None
+            last = self._event_at.get(uid)
+            if last is None or mono - last >= interval:
+                self._event_at[uid] = mono
+                event = conditions.waiting_for_placement(pod, wanted)
+            self.explainer.want(found, wanted, event=event)
+        self._unplaceable_since = since_seen
+        self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
+        return unplaceable, due
+
+    def _wake(self, figures: statuses.Figures, snapshot: Snapshot, now: float, due: float) -> None:
+        """Ask for a cycle when a pending head starts starving, or a pod becomes due to explain."""
+        starvation = snapshot.policy.starvation_seconds
+        soonest = due
+        for usage in figures.tally.queues.values():
+            if usage.oldest_pending is not None:
+                left = usage.oldest_pending + starvation - now
+                if left > 0:
+                    soonest = min(soonest, left)
+        if soonest < math.inf:
+            self.queue.kick_after(soonest + 0.01)
+
+    # --- stopping -------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Let the gate removals in flight finish (up to ``shutdown_seconds``), then stop writing."""
+        self.queue.close()
+        await self.releaser.drain(self.settings.shutdown_seconds)
+        await self.explainer.stop()

@@ -1,0 +1,195 @@
+"""Writing conditions and events: a keyed queue of writes, served a few at a time.
+
+Each cycle says, pod by pod, what the Dispatched condition should read (``conditions``); the
+``Explainer`` writes only where that differs from what the pod carries or from what it is
+writing already (the ``written`` overlay, kept until the watch shows the pod with it, so a
+condition in flight is never written twice). Writes are keyed by pod: a newer wish for a pod
+replaces an older one still queued, so a pod whose reason changes twice in a burst gets one
+write. Writes that follow a release (condition True and the Dispatched event) go first; the
+explanations of pending pods wait behind them, since a release is what users wait for.
+
+Rate limits, so that a deep queue does not flood the API server:
+
+* a pending pod is explained only once it has waited ``explain_after`` seconds (a pod released
+  within that time never gets a ``False`` condition at all);
+* "dispatched, waiting for Kubernetes" is written once a pod has been unplaceable for
+  ``unplaceable_after`` seconds, and its Warning event at most once per ``event_interval`` per pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from extender.conditions import as_written
+from extender.managed import ManagedPod
+from kube.connecting import ApiError, Connection, KubeError
+from kube.reflecting import Backoff
+from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONTROLLER: Final = "sluicegate.dev/gate-controller"
+ATTEMPTS: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    namespace: str
+    name: str
+    condition: Condition
+    transition: bool
+    event: PodEvent | None = None
+
+
+class Explainer:
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        concurrency: int,
+        identity: str,
+        leading: Callable[[], bool],
+        on_error: Callable[[str, int], None],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.connection = connection
+        self.identity = identity
+        self._leading = leading
+        self._on_error = on_error
+        self._wall = wall
+        self._urgent: OrderedDict[str, Write] = OrderedDict()
+        self._later: OrderedDict[str, Write] = OrderedDict()
+        self._written: dict[str, Condition] = {}
+        self._ready = asyncio.Event()
+        self._workers = [asyncio.create_task(self._work(), name=f"explainer {i}") for i in range(concurrency)]
+        self.writes = 0
+        """Condition writes sent, in all."""
+        self.events = 0
+
+    def __len__(self) -> int:
+        """Writes queued (not yet sent)."""
+        return len(self._urgent) + len(self._later)
+
+    # --- what the pod says ----------------------------------------------------------------
+
+    def current(self, managed: ManagedPod) -> Condition | None:
+        """The condition as it is, or will be once the writes in flight land."""
+        return self._written.get(managed.uid) or as_written(managed.condition)
+
+    def want(self, managed: ManagedPod, condition: Condition, *, event: PodEvent | None = None,
+             urgent: bool = False) -> bool:
+        """Make the pod's condition ``condition`` (and emit ``event``); False if it already is."""
+        condition = Condition(condition.status, condition.reason, condition.message[:MESSAGE_CHARACTERS])
+        current = self.current(managed)
+        if current == condition and event is None:
+            return False
+        uid = managed.uid
+        pod = managed.pod
+        transition = current is None or current.status != condition.status
+        write = Write(pod.namespace, pod.name, condition, transition, event)
+        self._later.pop(uid, None)
+        self._urgent.pop(uid, None)
+        (self._urgent if urgent else self._later)[uid] = write
+        self._written[uid] = condition
+        self._ready.set()
+        return True
+
+    def confirm(self, pods: Mapping[str, ManagedPod]) -> None:
+        """Forget what the watch now shows on the pods (or pods that are gone)."""
+        done = []
+        for uid, condition in self._written.items():
+            managed = pods.get(uid)
+            if managed is None or (uid not in self._urgent and uid not in self._later
+                                   and as_written(managed.condition) == condition):
+                done.append(uid)
+        for uid in done:
+            del self._written[uid]
+
+    def clear(self) -> None:
+        """Leadership lost: drop every queued write and what was assumed written."""
+        self._urgent.clear()
+        self._later.clear()
+        self._written.clear()
+
+    # --- the workers ----------------------------------------------------------------------
+
+    def _next(self) -> tuple[str, Write] | None:
+        for queue in (self._urgent, self._later):
+            if queue:
+                return queue.popitem(last=False)
+        return None
+
+    async def _work(self) -> None:
+        while True:
+            item = self._next()
+            if item is None:
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            uid, write = item
+            if not self._leading():
+                self._written.pop(uid, None)
+                continue
+            try:
+                await self._send(write)
+            except KubeError as e:
+                log.warning("could not write the condition of %s/%s: %s", write.namespace, write.name, e)
+                if self._written.get(uid) == write.condition:
+                    del self._written[uid]  # a later cycle wants it again, and writes it again
+            except Exception:
+                log.exception("writing the condition of %s/%s failed", write.namespace, write.name)
+                self._written.pop(uid, None)
+
+    async def _send(self, write: Write) -> None:
+        now = self._wall()
+        at = now if write.transition else None
+
+        async def condition() -> bool:
+            return await write_condition(self.connection, write.namespace, write.name, write.condition, at)
+
+        found = await self._retrying("condition", condition)
+        self.writes += 1
+        if not found or write.event is None:
+            return
+        event = write.event
+
+        async def emitting() -> None:
+            await emit(self.connection, event, controller=CONTROLLER, instance=self.identity, at=now)
+
+        try:
+            await self._retrying("event", emitting)
+            self.events += 1
+        except KubeError as e:  # the condition says it already; an event is a courtesy
+            log.warning("could not emit the %s event of %s/%s: %s", event.reason, write.namespace,
+                        write.name, e)
+
+    async def _retrying(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, again after throttling, the server's trouble or no answer, a few times."""
+        backoff = Backoff(0.1, 2.0)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await call()
+            except ApiError as e:
+                self._on_error(operation, e.status)
+                if not (e.retriable or e.conflict) or attempt == ATTEMPTS:
+                    raise
+            except KubeError:
+                self._on_error(operation, 0)
+                if attempt == ATTEMPTS:
+                    raise
+            await backoff.wait()
+
+    async def stop(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)

@@ -1,0 +1,72 @@
+"""Managed pods as the gate controller keeps them: the policy ``Pod`` plus what writing needs.
+
+The pod reflector converts each pod once per change into a ``ManagedPod``: the ``Pod`` that
+policy decides over, the exact gate list (the release patch tests it), whether the pod has an
+annotations map (the patch adds a key to it, or the map), and the Dispatched condition as the
+pod carries it (the controller rewrites a condition only when what it would write differs).
+
+Only pods that Sluicegate admitted are watched: those with both the queue and the team label
+(admission adds the team label to every pod it manages; a queue label alone, on a pod of a
+namespace that has not opted in, is a user's label that nobody manages). Terminal pods are
+left out by a field selector: a pod that finishes leaves the watch as if deleted, which frees
+its slot, and a finished Job's pods cost the controller nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from policy import fields, keys
+from policy.fields import Obj
+from policy.pods import Pod
+
+LABEL_SELECTOR: Final = f"{keys.QUEUE_LABEL},{keys.TEAM_LABEL}"
+FIELD_SELECTOR: Final = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """The ``sluicegate.dev/Dispatched`` condition as a pod carries it."""
+
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedPod:
+    pod: Pod
+    gates: tuple[str, ...] = ()
+    has_annotations: bool = True
+    condition: Dispatched | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+    @property
+    def dispatched_by_sluicegate(self) -> bool:
+        """The controller stamped it when it removed the gate (else someone released it by hand)."""
+        return keys.DISPATCHED_AT_ANNOTATION in self.pod.annotations
+
+
+def managed_pod(obj: Obj) -> ManagedPod:
+    """Convert a pod from the API server; ``InvalidObject`` when it cannot be read."""
+    pod = Pod.parse(obj)
+    spec = fields.obj(obj.get("spec"))
+    meta = fields.obj(obj.get("metadata"))
+    status = fields.obj(obj.get("status"))
+    gates = tuple(str(fields.obj(g).get("name") or "") for g in spec.get("schedulingGates") or ())
+    condition = None
+    for raw in status.get("conditions") or ():
+        c = fields.obj(raw)
+        if c.get("type") == keys.CONDITION:
+            condition = Dispatched(str(c.get("status") or ""), str(c.get("reason") or ""),
+                                   str(c.get("message") or ""))
+    return ManagedPod(pod, gates, isinstance(meta.get("annotations"), Mapping), condition)

@@ -1,0 +1,122 @@
+"""Queue, Team and Policy status at a bounded rate, and the gauges, from each cycle's figures.
+
+Every cycle hands over its ``Figures`` (cheap: a reference). The gauges are set at once, so a
+scrape sees the last cycle. Status is written by a loop of its own, at most once every
+``interval`` seconds, and only for the objects whose status changed since this replica last
+wrote it (all of them once after it becomes leader), a few requests at a time: a busy
+cluster's statuses cost a handful of writes a second however many pods come and go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from extender.metrics import ControllerMetrics
+from extender.statuses import Figures, Status, units
+from kube.connecting import ApiError, Connection, KubeError
+from kube.resources import POLICIES, QUEUES, TEAMS, Resource
+from kube.writing import apply_status
+from policy import keys
+
+log = logging.getLogger(__name__)
+
+MANAGER: Final = "sluicegate-controller"
+CONCURRENCY: Final = 4
+
+
+class Reporter:
+    def __init__(
+        self,
+        connection: Connection,
+        metrics: ControllerMetrics,
+        *,
+        interval: float,
+        leading: Callable[[], bool],
+        policy_exists: Callable[[], bool],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.connection = connection
+        self.metrics = metrics
+        self.interval = interval
+        self._leading = leading
+        self._policy_exists = policy_exists
+        self._wall = wall
+        self._figures: Figures | None = None
+        self._written: dict[tuple[str, str], Status] = {}
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+        self.writes = 0
+
+    def clear(self) -> None:
+        """Forget what was written (a new term as leader writes every status once)."""
+        self._written.clear()
+
+    # --- gauges ---------------------------------------------------------------------------
+
+    def update(self, figures: Figures, waiting: Mapping[tuple[str, str], int], unplaceable: Counter[str],
+               now: float) -> None:
+        self._figures = figures
+        m = self.metrics
+        tally = figures.tally
+        m.queue_pending.replace({(q,): u.pending for q, u in tally.queues.items()})
+        m.queue_running.replace({(q,): u.running for q, u in tally.queues.items()})
+        m.queue_usage.replace({(q, r): units(a)
+                               for q, u in tally.queues.items() for r, a in u.requests.items()})
+        m.queue_oldest.replace({(q,): max(0.0, now - u.oldest_pending)
+                                for q, u in tally.queues.items() if u.oldest_pending is not None})
+        m.queue_waiting.replace({labels: float(n) for labels, n in waiting.items()})
+        teams = set(tally.teams) | set(figures.teams)
+        m.team_pending.replace({(t,): figures.teams[t].pending if t in figures.teams else 0 for t in teams})
+        m.team_running.replace({(t,): tally.team(t).running for t in teams})
+        m.team_usage.replace({(t, r): units(a)
+                              for t, u in tally.teams.items() for r, a in u.requests.items()})
+        m.unplaceable.replace({(q,): n for q, n in unplaceable.items()})
+        m.cluster_running.set(tally.cluster.running)
+        m.cluster_pending.set(figures.cluster.pending)
+
+    # --- status ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if self._figures is None or not self._leading():
+                continue
+            try:
+                await self.write(self._figures)
+            except Exception:  # one bad round must not end status reporting
+                log.exception("writing status failed")
+
+    def _targets(self, figures: Figures) -> list[tuple[Resource, str, Status]]:
+        out = [(QUEUES, name, s) for name, s in figures.queue_status.items()]
+        out += [(TEAMS, name, s) for name, s in figures.team_status.items()]
+        if self._policy_exists():
+            out.append((POLICIES, keys.POLICY_NAME, figures.cluster_status))
+        return out
+
+    async def write(self, figures: Figures) -> int:
+        """Write every status that changed since it was last written; how many were written."""
+        changed = [(r, n, s) for r, n, s in self._targets(figures) if self._written.get((r.plural, n)) != s]
+        if changed:
+            await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in changed))
+        return len(changed)
+
+    async def _write_one(self, resource: Resource, name: str, status: Status) -> None:
+        async with self._slots:
+            if not self._leading():
+                return
+            try:
+                await apply_status(self.connection, resource, name, status, manager=MANAGER)
+            except ApiError as e:
+                self.metrics.failed("status", e.status)
+                log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
+                return
+            except KubeError as e:
+                self.metrics.failed("status", 0)
+                log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
+                return
+        self._written[(resource.plural, name)] = status
+        self.writes += 1
