@@ -2,9 +2,10 @@
 one per test that builds a controller in process).
 
 Queue and team series carry the object's name; both are admin-owned and few, so the number
-of series stays small. Series of a queue or team that no longer has anything to report are
-removed, so a deleted queue does not linger on dashboards. ``manifests/monitoring`` alerts on
-these names, and an e2e test checks every name a rule uses against a real scrape.
+of series stays small. Every existing Queue and Team has its series (zero when idle), so an
+alert on them has data to read; the series of a deleted queue or team are removed.
+``manifests/components/monitoring`` alerts on these names, and an e2e test checks every name a
+rule uses against a real scrape.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class ControllerMetrics:
                                  "Requests of the running workloads, by queue and resource (in units)",
                                  ["queue", "resource"])
         self.queue_oldest = gauge("sluicegate_queue_oldest_pending_age_seconds",
-                                  "Age of the oldest pending workload, by queue (absent when none waits)",
+                                  "Age of the oldest pending workload, by queue (0 when none waits)",
                                   ["queue"])
         self.queue_waiting = gauge("sluicegate_queue_waiting_workloads",
                                    "Pending workloads by queue and the reason they wait", ["queue", "reason"])

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import yaml
 
+from audit.connection import Credentials
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from controlplane.services import CONTROLLER, SERVICES
 from tests.e2e.projects import Project
+
+if TYPE_CHECKING:
+    from tests.e2e.scenes import Scene
 
 T = TypeVar("T")
 
@@ -92,11 +98,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         local.down()
 
 
+# A second controller replica, as the Deployment runs two: it stands by for the Lease, and the
+# failover test kills whichever leads.
+STANDBY = dataclasses.replace(CONTROLLER, name="controller-standby")
+
+
 @pytest.fixture(scope="session")
 def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
-    """Sluicegate installed from manifests/local and running as its ServiceAccounts, for the
-    whole session (as ``make up`` leaves it)."""
-    local = LocalSluicegate(cluster)
+    """Sluicegate installed from manifests/local and running as its ServiceAccounts (the webhook,
+    and the controller with a standby replica) for the whole session, as ``make up`` leaves it."""
+    local = LocalSluicegate(cluster, services=(*SERVICES, STANDBY))
     local.up()
     try:
         yield local
@@ -110,6 +121,12 @@ def running(sluicegate: LocalSluicegate) -> Iterator[LocalSluicegate]:
     yield sluicegate
     problems = sluicegate.dead()
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="session")
+def credentials(cluster: LocalCluster) -> Credentials:
+    """The cluster admin's credentials, for the auditor's own connection."""
+    return Credentials.from_kubeconfig(cluster.kubeconfig)
 
 
 @pytest.fixture
@@ -135,3 +152,17 @@ def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
         yield project
     finally:
         project.cleanup()
+
+
+def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]:
+    """A dispatch test's own Queues, Teams and namespaces (``tests.e2e.scenes.Scene``), with
+    Sluicegate running; cleaned up afterwards, and a Sluicegate process that died fails the test."""
+    from tests.e2e.scenes import Scene  # scenes uses this module's helpers
+
+    made = Scene(cluster)
+    try:
+        yield made
+    finally:
+        made.cleanup()
+    problems = sluicegate.dead()
+    assert not problems, "\n".join(problems)

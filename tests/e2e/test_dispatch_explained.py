@@ -1,0 +1,83 @@
+"""What users and operators see: ``kubectl describe pod`` says why a pod waits, and tells a pod
+held by Sluicegate from one dispatched that Kubernetes cannot place; ``kubectl get queues``
+shows live figures; every series the shipped alerts read is really exposed."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from controlplane.deploying import LocalSluicegate
+from policy import keys
+from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+RULES = MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml"
+UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
+
+
+def test_describe_names_the_limit_that_holds_a_pod_and_says_kubernetes_cannot_place_a_dispatched_one(
+    scene: Scene,
+) -> None:
+    team = scene.team("vision")
+    queue = scene.queue("train", maxRunning=1)
+    roomy = scene.queue("roomy")
+    namespace = scene.namespace(team)
+    scene.pods(namespace, queue, 3, seconds=3)
+    scene.pods(namespace, roomy, 1, prefix="huge", gpus=16)  # more GPUs than any node has (8)
+    try:
+        scene.wait_reason(namespace, ["p02"], keys.Reason.QUEUE_LIMIT.value)
+        scene.wait_condition(namespace, "huge00", lambda c: c["status"] == "True" and
+                             c["message"].startswith(UNPLACEABLE), "dispatched, waiting for Kubernetes")
+
+        held = scene.kubectl("describe", "pod", "p02", "-n", namespace)
+        assert re.search(rf"QueueLimit\s+\S+\s+sluicegate.dev/gate-controller\s+queue {queue}: 1/1 running",
+                         held), held
+        assert "waiting for Kubernetes" not in held
+
+        unplaceable = scene.kubectl("describe", "pod", "huge00", "-n", namespace)
+        assert f"{UNPLACEABLE}0/4 nodes are available" in unplaceable
+        assert "Insufficient nvidia.com/gpu" in unplaceable
+        assert all(reason.value not in unplaceable for reason in keys.Reason), unplaceable
+
+        def columns() -> list[str] | None:
+            row = scene.kubectl("get", "queues", queue, "--no-headers").split()
+            return row if row[2:4] == ["1/1", "2"] else None
+
+        # NAME PRIORITY RUNNING PENDING GPUS PAUSED AGE
+        row = eventually(columns, f"kubectl get queues {queue} to show 1/1 running and 2 pending")
+        assert row[4] == "1/-" and row[5] == "false"
+    finally:
+        scene.kubectl("delete", "pod", "huge00", "-n", namespace, "--wait=false")
+
+
+def _scrape(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_every_series_the_shipped_alerts_read_is_exposed_by_a_real_scrape(
+    scene: Scene, sluicegate: LocalSluicegate
+) -> None:
+    team = scene.team("vision")
+    queue = scene.queue("train")
+    namespace = scene.namespace(team)
+    scene.pods(namespace, queue, 1, seconds=1)  # one admission and one cycle at least
+    scene.wait_condition(namespace, "p00", lambda c: c["status"] == "True", "dispatched")
+
+    (rule,) = yaml.safe_load_all(RULES.read_text())
+    expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    used = {name for expr in expressions for name in re.findall(r"\bsluicegate_[a-z0-9_]+", expr)}
+    assert len(used) >= 6
+
+    def exposed() -> set[str] | None:
+        names = set().union(*(_scrape(sluicegate.port(s.name, "metrics")) for s in sluicegate.services))
+        return names if used <= names else None
+
+    eventually(exposed, f"every series of {RULES.name} in the processes' /metrics: {sorted(used)}")

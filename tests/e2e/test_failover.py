@@ -1,0 +1,67 @@
+"""Two controller replicas on the real control plane: SIGKILL the leader in the middle of a
+burst, the standby takes the Lease over, no limit is exceeded at any point of the record, and
+every pod finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+
+from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
+from audit.connection import Credentials
+from audit.recording import recording
+from controlplane.deploying import LocalSluicegate
+from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene, now, releases
+
+DRAIN_SECONDS = 120.0
+REPLICAS = ("controller", "controller-standby")
+
+
+def leader(sluicegate: LocalSluicegate) -> str | None:
+    """The replica whose /metrics says it leads, if exactly one does."""
+    leading = []
+    for name in REPLICAS:
+        try:
+            url = f"http://127.0.0.1:{sluicegate.port(name, 'metrics')}/metrics"
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                if "\nsluicegate_leader 1.0" in answer.read().decode():
+                    leading.append(name)
+        except OSError:
+            continue
+    return leading[0] if len(leading) == 1 else None
+
+
+def kill(sluicegate: LocalSluicegate, name: str) -> None:
+    """SIGKILL the replica's process group: no release of the Lease, no drain."""
+    state = json.loads((sluicegate.cluster.layout.root / "sluicegate.json").read_text())
+    os.killpg(state["pids"][name], signal.SIGKILL)
+    eventually(lambda: any(name in problem for problem in sluicegate.dead()), f"{name} to be dead")
+
+
+def test_the_standby_takes_over_when_the_leader_is_killed_mid_burst_and_no_limit_is_exceeded(
+    scene: Scene, credentials: Credentials, sluicegate: LocalSluicegate
+) -> None:
+    team = scene.team("vision", maxRunning=4)
+    queue = scene.queue("train", maxRunning=3)
+    namespace = scene.namespace(team)
+    first = eventually(lambda: leader(sluicegate), "one controller replica to lead")
+    try:
+        with recording(credentials, selector=scene.selector) as recorder:
+            scene.pods(namespace, queue, 24, seconds=1)
+            recorder.wait(lambda t: t.released >= 6, DRAIN_SECONDS)
+            killed = now()
+            kill(sluicegate, first)
+            recorder.wait(lambda t: t.finished >= 24, DRAIN_SECONDS)
+            record = recorder.snapshot()
+        second = eventually(lambda: leader(sluicegate), "a replica to lead after the kill")
+    finally:
+        sluicegate.start(first)  # back to two replicas for the tests that follow
+
+    assert second != first
+    assert len(releases(record, killed)) >= 12  # the new leader released the rest of the burst
+    assert violations(record, Limits(queues={queue: Cap(running=3)}, teams={team: Cap(running=4)})) == []
+    assert peaks(record).queues[queue].running == 3
+    assert lost(record) == [] and released_twice(record) == []
