@@ -54,9 +54,20 @@ e2e: binaries kueue ## end-to-end tests against the real local control plane (an
 test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
 	$(BIN)/pytest tests
 
+BENCH_ARGS ?=
+
 .PHONY: bench
-bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
+bench: binaries kueue ## every benchmark, unattended: the dispatch cycle, then the matrix of Sluicegate, Kueue and the bare ungater (writes benchmarks/RESULTS.md; hours)
 	$(BIN)/python -m benchmarks.dispatch
+	$(BIN)/python -m benchmarks.matrix $(BENCH_ARGS)
+
+.PHONY: bench-quick
+bench-quick: binaries kueue ## one small scenario through every system (a few minutes), for working on the harness
+	$(BIN)/python -m benchmarks.matrix --quick
+
+.PHONY: bench-baseline
+bench-baseline: binaries kueue ## the baseline scenario (1,000 pods, at most 32 running) through every system
+	$(BIN)/python -m benchmarks.matrix --scenario baseline
 
 IMAGE ?= sluicegate:dev
 CONTAINER ?= podman

@@ -1,7 +1,7 @@
 """The bare ungater as a system under test: the practical ceiling, with no policy at all.
 
 It runs as ``python -m audit.ungating`` in its own process under its own ServiceAccount (a
-token from the TokenRequest API, and a FlowSchema of its own that counts its requests), capped
+token from the TokenRequest API), capped
 at the sum of the scenario's queue limits. No webhook exists for it, so the load driver writes
 its gate on each pod at creation. Its gate and labels are its own (``BARE``), so on a shared
 cluster neither Sluicegate nor Kueue ever sees its pods.
@@ -20,8 +20,9 @@ from typing import Final
 
 from audit.checking import Cap, Limits
 from audit.connection import Connection, Credentials
-from audit.identities import Identity, provision, retire
+from audit.identities import NAMESPACE, Identity, provision, retire
 from audit.naming import AUDIT_TEAM_LABEL, Naming
+from benchmarks.counting import Obj, service_account
 from benchmarks.systems import Progress, Setup, SystemFailure
 from controlplane.launching import LocalCluster
 
@@ -42,6 +43,7 @@ class Bare:
     naming = BARE
     namespace_labels: Mapping[str, str] = {}
     gates_by_driver = True
+    subjects: Sequence[Obj] = (service_account(NAMESPACE, ACCOUNT),)
 
     def __init__(self) -> None:
         self._cluster: LocalCluster | None = None
@@ -55,7 +57,7 @@ class Bare:
 
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
-        progress("bare ungater: provisioning its ServiceAccount, token and FlowSchema")
+        progress("bare ungater: provisioning its ServiceAccount and token")
         self._identity = asyncio.run(self._provision(Credentials.from_kubeconfig(cluster.kubeconfig)))
         self._kubeconfig = self._identity.credentials.write_kubeconfig(
             cluster.layout.root / f"{ACCOUNT}.kubeconfig")
@@ -81,9 +83,6 @@ class Bare:
 
     def processes(self) -> Mapping[str, int]:
         return {"ungater": self._proc.pid} if self._proc is not None and self._proc.poll() is None else {}
-
-    def flow_schemas(self) -> Sequence[str]:
-        return (self._identity.flow_schema,) if self._identity else ()
 
     def limits(self, setup: Setup) -> Limits:
         # It knows no queues: the total is all it is asked to keep.

@@ -4,8 +4,7 @@
 sets them to 1000/1000, so the API server and the CPU set its pace. Each scenario queue is a
 ClusterQueue with a ``pods`` quota of the queue's limit (Kueue counts a plain pod as one pod)
 and a GPU quota of as many GPUs, and a LocalQueue of the same name in every namespace. Kueue's
-own webhook gates the pods at creation; it runs as the user ``kueue`` (a client certificate),
-whose requests a FlowSchema of its own counts.
+own webhook gates the pods at creation; it runs as the user ``kueue`` (a client certificate).
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from typing import Final
 
 from audit.checking import Limits
 from audit.naming import KUEUE, Naming
-from benchmarks.systems import Progress, Setup, apply, flow_schema, queue_limits, user
+from benchmarks.counting import Obj, user
+from benchmarks.systems import Progress, Setup, queue_limits
 from controlplane import building
 from controlplane.kueue import (
     NAMESPACE_LABEL,
@@ -35,13 +35,13 @@ class KueueSystem:
     naming: Naming = KUEUE
     namespace_labels: Mapping[str, str] = {NAMESPACE_LABEL: NAMESPACE_LABEL_VALUE}
     gates_by_driver = False
+    subjects: Sequence[Obj] = (user(USER),)
 
     def __init__(self, limits: ClientLimits | None = None) -> None:
         self.client_limits = limits
         self.key = "kueue" if limits is None else f"kueue-qps{limits.qps:g}"
         qps = SHIPPED_QPS if limits is None else limits.qps
         self.title = f"Kueue (QPS {qps:g}{', as shipped' if limits is None else ''})"
-        self._schema = flow_schema("kueue", [user(USER)])
         self._cluster: LocalCluster | None = None
         self._kueue: Kueue | None = None
 
@@ -50,7 +50,6 @@ class KueueSystem:
 
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
-        apply(cluster, self._schema)
         self._kueue = Kueue(cluster, limits=self.client_limits)
         self._kueue.start(progress)
 
@@ -63,9 +62,6 @@ class KueueSystem:
     def processes(self) -> Mapping[str, int]:
         pid = self._kueue.pid if self._kueue is not None else None
         return {"kueue": pid} if pid is not None else {}
-
-    def flow_schemas(self) -> Sequence[str]:
-        return (self._schema["metadata"]["name"],)
 
     def limits(self, setup: Setup) -> Limits:
         return queue_limits(setup)
@@ -85,9 +81,6 @@ class KueueSystem:
         if self._kueue is not None:
             kueue, self._kueue = self._kueue, None
             kueue.stop()
-        if self._cluster is not None and self._cluster.layout.state.exists():
-            self._cluster.kubectl("delete", "--ignore-not-found", "flowschema",
-                                  self._schema["metadata"]["name"], check=False)
 
 
 def shipped() -> KueueSystem:

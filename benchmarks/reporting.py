@@ -51,15 +51,19 @@ ROWS: tuple[Row, ...] = (
      lambda r, b: (f"{_ms(r.freed_to_release.p50)} / {_ms(r.freed_to_release.p99)}"
                    if r.freed_to_release.count else "no slot freed while pods waited")),
     ("peak running, all queues / limit", lambda r, b: f"{r.peak_running} / {r.cap}"),
-    ("peak running, one queue / limit", lambda r, b: f"{r.peak_queue_running} / {r.max_running}"),
+    ("peak running, one queue / limit",
+     lambda r, b: f"{r.peak_queue_running} / {r.max_running}" if r.system != "bare"
+     else f"{r.peak_queue_running} (it knows no queues)"),
     ("CPU seconds of the system during the run",
      lambda r, b: f"{r.cpu_seconds:.1f}" + _ratio(r.cpu_seconds, b.cpu_seconds if b else None)),
     ("peak RSS (MiB), by process",
      lambda r, b: ", ".join(f"{name} {u.peak_rss_mib:.0f}" for name, u in sorted(r.processes.items()))),
-    ("API requests by the system (per pod)",
-     lambda r, b: f"{r.requests:.0f} ({r.requests_per_pod:.2f})"
-                  + _ratio(r.requests, b.requests if b else None)),
-    ("API requests by all clients", lambda r, b: f"{r.requests_all:.0f}"),
+    ("API requests by the system per pod",
+     lambda r, b: f"{r.requests_per_pod:.2f}" + _ratio(r.requests, b.requests if b else None)),
+    ("… by kind, per pod",
+     lambda r, b: ", ".join(f"{kind} {count / r.pods:.2f}" for kind, count in r.requests_by_kind.items()
+                            if count / r.pods >= 0.005) or DASH),
+    ("API requests by the system / by all clients", lambda r, b: f"{r.requests:.0f} / {r.requests_all:.0f}"),
     ("kube-apiserver + etcd CPU seconds",
      lambda r, b: f"{r.control_plane_cpu_seconds.get('kube-apiserver', 0.0):.0f} + "
                   f"{r.control_plane_cpu_seconds.get('etcd', 0.0):.0f}"),

@@ -71,6 +71,7 @@ class Run:
     processes: dict[str, Usage] = field(default_factory=dict)
     requests: float = 0.0
     """API requests the system made during the run (its FlowSchemas' increase)."""
+    requests_by_kind: dict[str, float] = field(default_factory=dict)
     requests_all: float = 0.0
     """API requests every client made during the run (every FlowSchema)."""
     control_plane_cpu_seconds: dict[str, float] = field(default_factory=dict)

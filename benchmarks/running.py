@@ -28,7 +28,7 @@ from audit.loading import Load, Submitted, names, new_run, prepare, remove, subm
 from audit.recording import Recorder
 from audit.records import Kind, Record
 from audit.scraping import ProcessError, ProcessUsage, flow_totals, increase, process_usage, scrape
-from benchmarks import machine
+from benchmarks import counting, machine
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.scenarios import Scenario
 from benchmarks.systems import Progress, Setup, System
@@ -50,7 +50,8 @@ class Stalled(Exception):
 class Measured:
     submitted: Submitted
     record: Record
-    requests: float
+    requests: dict[str, float]
+    """By kind (``counting.KINDS``)."""
     requests_all: float
     processes: Mapping[str, Usage]
     control_plane: Mapping[str, float]
@@ -77,6 +78,7 @@ def run(
     say = _prefixed(progress, f"[{scenario.name} {system.key}]")
     begun = time.monotonic()
     say(f"starting {system.title}")
+    counting.install(cluster, system.key, system.subjects)
     system.start(cluster, say)
     namespaces: tuple[str, ...] = ()
     try:
@@ -91,6 +93,7 @@ def run(
         if namespaces:
             asyncio.run(_remove(admin, namespaces))
         system.stop()
+        counting.uninstall(cluster, system.key)
         say(f"stopped in {time.monotonic() - stopping:.1f}s")
     problems = [*measured.problems, *check(system, setup, measured), *finished]
     for problem in problems:
@@ -170,7 +173,7 @@ async def _measure(
                      for n in cp_after if n in cp_before}
     return Measured(
         submitted=submitted, record=record,
-        requests=sum(grew.get(schema, 0.0) for schema in system.flow_schemas()),
+        requests=counting.by_kind(system.key, grew),
         requests_all=sum(grew.values()), processes=processes, control_plane=control_plane,
         load_average=(load_before, load_after), problems=tuple(problems),
     )
@@ -207,7 +210,8 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
         problems.append(f"{len(submitted.refused)} pods refused at creation, e.g. {submitted.refused[0]}")
     over = violations(record, system.limits(setup))
     if over:
-        problems.append(f"{len(over)} releases beyond the configured limits; first: {over[0]}")
+        releases = len({v.pod for v in over})
+        problems.append(f"{releases} release(s) beyond the configured limits; first: {over[0]}")
     missing = lost(record, submitted.pods)
     if missing:
         problems.append(f"{len(missing)} pods never finished, e.g. {', '.join(map(str, missing[:3]))}")
@@ -218,8 +222,9 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
     ungated = [p.key for p in record.pods.values() if primary not in p.gates]
     if ungated:
         problems.append(f"{len(ungated)} pods were not created with the gate {primary}, e.g. {ungated[0]}")
-    if measured.requests < len(submitted.pods):
-        problems.append(f"the API server counted {measured.requests:.0f} requests from {system.key} for "
+    if sum(measured.requests.values()) < len(submitted.pods):
+        problems.append(f"the API server counted {sum(measured.requests.values()):.0f} requests from "
+                        f"{system.key} for "
                         f"{len(submitted.pods)} pods: it cannot have released them itself")
     return problems
 
@@ -249,7 +254,8 @@ def figures(
         freed_to_release=_percentiles(freed_to_release(record)),
         peak_running=top.cluster.running,
         peak_queue_running=max((p.running for p in top.queues.values()), default=0),
-        processes=dict(measured.processes), requests=measured.requests, requests_all=measured.requests_all,
+        processes=dict(measured.processes), requests=sum(measured.requests.values()),
+        requests_by_kind=dict(measured.requests), requests_all=measured.requests_all,
         control_plane_cpu_seconds=dict(measured.control_plane), relists=record.relists,
         machine=machine.machine(), versions=machine.versions(),
     )

@@ -4,8 +4,8 @@ ServiceAccount).
 
 Each scenario queue is a Queue with ``maxRunning`` of the queue's limit and a GPU quota of as
 many GPUs; each team's namespace carries ``sluicegate.dev/team`` (the load driver writes it), so
-the webhook gates every pod at creation. A FlowSchema matching both ServiceAccounts counts the
-requests of the webhook and the controller together.
+the webhook gates every pod at creation. The requests of the webhook and the controller are
+counted together.
 
 ``SluicegateSystem(running=local)`` uses processes that already run (the e2e session's) instead
 of starting its own, and leaves them running.
@@ -22,14 +22,13 @@ from typing import Any
 from audit.checking import Limits
 from audit.naming import SLUICEGATE, Naming
 from audit.scraping import samples
+from benchmarks.counting import Obj, service_account
 from benchmarks.systems import (
     Progress,
     Setup,
     SystemFailure,
     apply,
-    flow_schema,
     queue_limits,
-    service_account,
 )
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
@@ -53,7 +52,7 @@ class SluicegateSystem:
         self._local: LocalSluicegate | None = running
         self._cluster: LocalCluster | None = running.cluster if running is not None else None
         accounts = sorted({s.account for s in SERVICES})
-        self._schema = flow_schema("sluicegate", [service_account(NAMESPACE, a) for a in accounts])
+        self.subjects: Sequence[Obj] = tuple(service_account(NAMESPACE, a) for a in accounts)
         self._queues: tuple[str, ...] = ()
 
     def version(self) -> str:
@@ -61,7 +60,6 @@ class SluicegateSystem:
 
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
-        apply(cluster, self._schema)
         if self._attached is None:
             self._local = LocalSluicegate(cluster)
             self._local.up(progress)
@@ -105,9 +103,6 @@ class SluicegateSystem:
     def processes(self) -> Mapping[str, int]:
         return dict(self._state().get("pids", {}))
 
-    def flow_schemas(self) -> Sequence[str]:
-        return (self._schema["metadata"]["name"],)
-
     def limits(self, setup: Setup) -> Limits:
         return queue_limits(setup)
 
@@ -136,8 +131,6 @@ class SluicegateSystem:
         elif self._queues:
             cluster.kubectl("delete", "--ignore-not-found", "queues.sluicegate.dev", *self._queues,
                             check=False)
-        cluster.kubectl("delete", "--ignore-not-found", "flowschema", self._schema["metadata"]["name"],
-                        check=False)
 
 
 def probe_pod(namespace: str, queue: str) -> dict[str, Any]:

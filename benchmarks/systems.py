@@ -3,8 +3,8 @@
 A ``System`` is started on a cluster, configured with a scenario's queues and limits, left to
 release the load's pods, asked to show that it really managed them, and stopped. It tells the
 runner what it calls things (``naming``: gates, queue label, team label), how its namespaces
-must be labelled, which processes to measure (CPU, RSS) and which FlowSchemas count its API
-requests (``audit.identities``: the API server counts requests per client only by FlowSchema).
+must be labelled, which processes to measure (CPU, RSS) and who it is to the API server, so
+that its requests can be counted (``benchmarks.counting``).
 
 The implementations: ``benchmarks.bare`` (the bare ungater, the ceiling), ``benchmarks.kueue``
 (Kueue v0.17.0, shipped and raised client limits) and ``benchmarks.sluicegate``.
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from audit.checking import Cap, Limits
-from audit.identities import PRECEDENCE
 from audit.loading import Load
 from audit.naming import Naming
 from benchmarks.scenarios import Scenario
@@ -26,11 +25,6 @@ from controlplane.launching import LocalCluster
 
 Progress = Callable[[str], None]
 Obj = dict[str, Any]
-FLOW_PREFIX = "bench-"
-# Where APF's stock "service-accounts" FlowSchema sends every controller running as a
-# ServiceAccount, as each of these would in a real cluster: classifying a system apart changes
-# how its requests are counted, not how they are treated.
-PRIORITY_LEVEL = "workload-low"
 
 
 class SystemFailure(RuntimeError):
@@ -55,6 +49,9 @@ class System(Protocol):
     namespace_labels: Mapping[str, str]
     gates_by_driver: bool
     """The load driver writes the gates at creation (no webhook of the system's does)."""
+    subjects: Sequence[Obj]
+    """Who the system is to the API server (FlowSchema subjects: its users or ServiceAccounts),
+    so that its requests are counted apart (``benchmarks.counting``)."""
 
     def start(self, cluster: LocalCluster, progress: Progress) -> None: ...
 
@@ -63,9 +60,6 @@ class System(Protocol):
 
     def processes(self) -> Mapping[str, int]:
         """The system's processes by role (``controller``: process id), while it runs."""
-
-    def flow_schemas(self) -> Sequence[str]:
-        """The FlowSchemas that classify exactly this system's requests."""
 
     def limits(self, setup: Setup) -> Limits:
         """What the system was configured to enforce: a release beyond it fails the run."""
@@ -83,34 +77,6 @@ def queue_limits(setup: Setup) -> Limits:
     """Each queue at most ``max_running`` pods and as many GPUs (every pod asks for one)."""
     per_queue = Cap(running=setup.scenario.max_running, gpus=setup.scenario.max_running * setup.load.gpus)
     return Limits(queues={q: per_queue for q in setup.load.queues})
-
-
-def flow_schema(name: str, subjects: Sequence[Obj]) -> Obj:
-    """A FlowSchema matching every request of ``subjects`` (User or ServiceAccount subjects)."""
-    return {
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-        "kind": "FlowSchema",
-        "metadata": {"name": f"{FLOW_PREFIX}{name}"},
-        "spec": {
-            "priorityLevelConfiguration": {"name": PRIORITY_LEVEL},
-            "matchingPrecedence": PRECEDENCE,
-            "distinguisherMethod": {"type": "ByUser"},
-            "rules": [{
-                "subjects": list(subjects),
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                   "clusterScope": True, "namespaces": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            }],
-        },
-    }
-
-
-def user(name: str) -> Obj:
-    return {"kind": "User", "user": {"name": name}}
-
-
-def service_account(namespace: str, name: str) -> Obj:
-    return {"kind": "ServiceAccount", "serviceAccount": {"name": name, "namespace": namespace}}
 
 
 def apply(cluster: LocalCluster, *objects: Obj) -> None:
