@@ -23,7 +23,7 @@ from audit.connection import Connection, Credentials
 from audit.identities import NAMESPACE, Identity, provision, retire
 from audit.naming import AUDIT_TEAM_LABEL, Naming
 from benchmarks.counting import Obj, service_account
-from benchmarks.systems import Progress, Setup, SystemFailure
+from benchmarks.systems import Account, Progress, Setup, SystemFailure
 from controlplane.launching import LocalCluster
 
 BARE: Final = Naming(
@@ -88,12 +88,13 @@ class Bare:
         # It knows no queues: the total is all it is asked to keep.
         return Limits(cluster=Cap(running=setup.scenario.cap, gpus=setup.scenario.cap * setup.load.gpus))
 
-    def finish(self, setup: Setup) -> list[str]:
+    def finish(self, setup: Setup) -> Account:
         """Stop the ungater and read its own count of the releases it made."""
         self.released = self._terminate()
         if self.released != setup.scenario.pods:
-            return [f"the bare ungater says it released {self.released} pods, not {setup.scenario.pods}"]
-        return []
+            return Account(problems=(f"the bare ungater says it released {self.released} pods, "
+                                     f"not {setup.scenario.pods}",))
+        return Account()
 
     def _terminate(self) -> int | None:
         proc, self._proc = self._proc, None

@@ -15,7 +15,7 @@ from typing import Final
 from audit.checking import Limits
 from audit.naming import KUEUE, Naming
 from benchmarks.counting import Obj, user
-from benchmarks.systems import Progress, Setup, queue_limits
+from benchmarks.systems import Account, Progress, Setup, queue_limits
 from controlplane import building
 from controlplane.kueue import (
     NAMESPACE_LABEL,
@@ -66,7 +66,7 @@ class KueueSystem:
     def limits(self, setup: Setup) -> Limits:
         return queue_limits(setup)
 
-    def finish(self, setup: Setup) -> list[str]:
+    def finish(self, setup: Setup) -> Account:
         """Kueue made one Workload per pod (the gates it removed were its own)."""
         assert self._cluster is not None
         made = 0
@@ -74,8 +74,8 @@ class KueueSystem:
             listed = self._cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-n", namespace, "-o", "name")
             made += len(listed.stdout.split())
         if made != setup.scenario.pods:
-            return [f"Kueue made {made} Workloads for {setup.scenario.pods} pods"]
-        return []
+            return Account(problems=(f"Kueue made {made} Workloads for {setup.scenario.pods} pods",))
+        return Account()
 
     def stop(self) -> None:
         if self._kueue is not None:

@@ -32,6 +32,7 @@ from benchmarks.running import run
 from benchmarks.scenarios import ALL, QUICK, Scenario, select
 from benchmarks.sluicegate import SluicegateSystem
 from benchmarks.systems import System
+from controlplane import deploying
 from controlplane.launching import LocalCluster
 
 HERE = Path(__file__).resolve().parent
@@ -72,6 +73,7 @@ def one(scenario: Scenario, key: str, root: Path, command: str) -> Run:
         say(f"[{scenario.name} {key}] ERROR: {type(e).__name__}: {e}")
         return failed_run(system, scenario, e, command)
     finally:
+        deploying.stop(root)  # Sluicegate's processes, should the system not have stopped them
         cluster.down()
 
 

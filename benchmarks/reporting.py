@@ -98,9 +98,11 @@ def section(name: str, runs: Sequence[Run]) -> list[str]:
     lines += table(runs)
     commands = sorted({r.command for r in runs})
     lines += ["", "Command: " + "; ".join(f"`{c}`" for c in commands)]
-    failed = [r for r in runs if not r.ok]
-    for r in failed:
-        lines += ["", f"**{r.title} FAILED**:", *(f"- {f}" for f in r.failures)]
+    for r in runs:
+        if not r.ok:
+            lines += ["", f"**{r.title} FAILED**:", *(f"- {f}" for f in r.failures)]
+        if r.notes:
+            lines += ["", f"Note on {r.title}:", *(f"- {n}" for n in r.notes)]
     return [*lines, ""]
 
 

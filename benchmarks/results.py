@@ -56,6 +56,8 @@ class Run:
     load_average: tuple[float, float]
     """The machine's 1-minute load average at the start of the load and at the end."""
     failures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the system's own account says that the figures do not (never a failure)."""
     submit_seconds: float = 0.0
     refused: int = 0
     drain_seconds: float = 0.0
@@ -109,6 +111,7 @@ class Run:
         values["freed_to_release"] = Percentiles(**values.get("freed_to_release", {}))
         values["processes"] = {k: Usage(**v) for k, v in values.get("processes", {}).items()}
         values["failures"] = tuple(values.get("failures", ()))
+        values["notes"] = tuple(values.get("notes", ()))
         values["load_average"] = tuple(values.get("load_average", (0.0, 0.0)))
         return cls(**values)
 

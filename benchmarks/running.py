@@ -18,7 +18,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from audit.checking import lost, peaks, released_twice, violations
@@ -87,7 +87,7 @@ def run(
         system.configure(setup)
         say(f"started and configured in {time.monotonic() - begun:.1f}s")
         measured = asyncio.run(_measure(admin, cluster, system, setup, say))
-        finished = system.finish(setup)
+        account = system.finish(setup)
     finally:
         stopping = time.monotonic()
         if namespaces:
@@ -95,10 +95,13 @@ def run(
         system.stop()
         counting.uninstall(cluster, system.key)
         say(f"stopped in {time.monotonic() - stopping:.1f}s")
-    problems = [*measured.problems, *check(system, setup, measured), *finished]
+    problems = [*measured.problems, *check(system, setup, measured), *account.problems]
     for problem in problems:
         say(f"FAILED: {problem}")
-    return figures(system, scenario, measured, problems, started=started, command=command)
+    for note in account.notes:
+        say(f"note: {note}")
+    run = figures(system, scenario, measured, problems, started=started, command=command)
+    return replace(run, notes=account.notes)
 
 
 def _prefixed(progress: Progress, prefix: str) -> Progress:

@@ -41,6 +41,15 @@ class Setup:
     namespaces: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A system's own account of a run: ``problems`` fail the run; ``notes`` are reported
+    beside its figures (say, a metric of the system's that disagrees with the record)."""
+
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 class System(Protocol):
     key: str
     """Short and stable: file names and table columns (``bare``, ``kueue``, ``sluicegate``)."""
@@ -64,9 +73,9 @@ class System(Protocol):
     def limits(self, setup: Setup) -> Limits:
         """What the system was configured to enforce: a release beyond it fails the run."""
 
-    def finish(self, setup: Setup) -> list[str]:
-        """Called once every pod finished: the system's own account of the run, as problems
-        (empty when it released every pod of the run itself)."""
+    def finish(self, setup: Setup) -> Account:
+        """Called once every pod finished: the system's own account of the run (no problems
+        when it released every pod of the run itself)."""
 
     def version(self) -> str: ...
 
