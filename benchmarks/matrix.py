@@ -62,13 +62,13 @@ def failed_run(system: System, scenario: Scenario, error: BaseException, command
     )
 
 
-def one(scenario: Scenario, key: str, root: Path, command: str) -> Run:
+def one(scenario: Scenario, key: str, root: Path, command: str, profile: Path | None = None) -> Run:
     """``key``'s system on ``scenario``, on a fresh cluster in ``root`` that is stopped after."""
     system = SYSTEMS[key]()
     cluster = LocalCluster(root, nodes=scenario.nodes, gpus_per_node=scenario.gpus_per_node)
     try:
         cluster.up(progress=lambda line: say(f"[{scenario.name} {key}] {line}"))
-        return run(cluster, system, scenario, command=command, progress=say)
+        return run(cluster, system, scenario, command=command, progress=say, profile=profile)
     except Exception as e:  # a broken run is recorded and the matrix goes on
         say(f"[{scenario.name} {key}] ERROR: {type(e).__name__}: {e}")
         return failed_run(system, scenario, e, command)
@@ -98,6 +98,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where runs are saved")
     parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md", help="the report to write")
     parser.add_argument("--report", action="store_true", help="only write the report from saved runs")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample the systems' Python processes with py-spy during the load, into DIR "
+                             "(the figures of a sampled run carry the sampling's cost)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.systems.split(",") if s not in SYSTEMS]
     if unknown:
@@ -126,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         for index, (scenario, key) in enumerate(cells, 1):
             say(f"=== run {index}/{len(cells)}: {scenario.name} ({reporting.describe(scenario)}) with {key}")
-            outcome = one(scenario, key, Path(tmp) / "cluster", command)
+            outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile)
             results.save(args.results, outcome)
             reporting.write(args.output, results.load_all(args.results))
             elapsed = time.monotonic() - started

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from audit.checking import lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
@@ -29,6 +30,7 @@ from audit.recording import Recorder
 from audit.records import Kind, Record
 from audit.scraping import ProcessError, ProcessUsage, flow_totals, increase, process_usage, scrape
 from benchmarks import counting, machine
+from benchmarks.profiling import Profiles
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.scenarios import Scenario
 from benchmarks.systems import Progress, Setup, System
@@ -70,8 +72,11 @@ def make_load(scenario: Scenario, system: System) -> Load:
 
 def run(
     cluster: LocalCluster, system: System, scenario: Scenario, *, command: str, progress: Progress,
+    profile: Path | None = None,
 ) -> Run:
-    """Start ``system`` on ``cluster``, run ``scenario`` through it, stop it; the measured run."""
+    """Start ``system`` on ``cluster``, run ``scenario`` through it, stop it; the measured run.
+    With ``profile`` (a directory), the system's Python processes are sampled with py-spy during
+    the load (``profiling``)."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load = make_load(scenario, system)
     admin = Credentials.from_kubeconfig(cluster.kubeconfig)
@@ -86,7 +91,8 @@ def run(
         setup = Setup(scenario, load, namespaces)
         system.configure(setup)
         say(f"started and configured in {time.monotonic() - begun:.1f}s")
-        measured = asyncio.run(_measure(admin, cluster, system, setup, say))
+        profiles = Profiles(profile, f"{scenario.name}.{system.key}") if profile is not None else None
+        measured = asyncio.run(_measure(admin, cluster, system, setup, say, profiles))
         account = system.finish(setup)
     finally:
         stopping = time.monotonic()
@@ -138,6 +144,7 @@ def _control_plane_pids(cluster: LocalCluster) -> dict[str, int]:
 
 async def _measure(
     admin: Credentials, cluster: LocalCluster, system: System, setup: Setup, say: Progress,
+    profiles: Profiles | None = None,
 ) -> Measured:
     load = setup.load
     recorder = Recorder(admin, naming=system.naming, selector=load.selector)
@@ -151,6 +158,8 @@ async def _measure(
             before, cp_before = _usage(pids), _usage(control)
             metrics_before = await scrape(connection)
             load_before = os.getloadavg()[0]
+            if profiles is not None:
+                problems.extend(profiles.start(pids))
             say(f"submitting {load.pods} pods over {len(load.queues)} queues and {len(load.teams)} teams")
             submitting = asyncio.create_task(submit(connection, load))
             try:
@@ -159,6 +168,8 @@ async def _measure(
                 problems.append(str(e))
             submitted = await submitting
             after, cp_after = _usage(pids), _usage(control)
+            if profiles is not None:
+                profiles.stop()
             metrics_after = await scrape(connection)
             load_after = os.getloadavg()[0]
         record = recorder.snapshot()

@@ -11,7 +11,7 @@ import pytest
 from audit.checking import Cap, Limits
 from audit.loading import Load, Submission, Submitted
 from audit.naming import SLUICEGATE
-from benchmarks import counting, reporting, results
+from benchmarks import counting, profiling, reporting, results
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.running import Measured, check
 from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
@@ -183,3 +183,17 @@ def test_growth_compares_each_figure_across_pod_counts_of_the_same_shape() -> No
     runs = [Run.from_json({**r.to_json(), "pods": p}) for r, p in zip(runs, (100, 1000), strict=True)]
     lines = reporting.growth(runs)
     assert "| bare ungater: drain s | 10.0 | 80.0 | ×8.00 |" in lines
+
+
+def test_the_hottest_functions_of_a_profile_count_each_sample_once_per_function() -> None:
+    folded = "\n".join([
+        "main (x.py:1);cycle (c.py:9);sort (s.py:3) 60",
+        "main (x.py:1);cycle (c.py:9) 20",
+        "main (x.py:1);patch (p.py:5);cycle (c.py:9) 20",
+        "garbage",
+    ])
+    found = {h.function: (h.inclusive, h.own) for h in profiling.hottest(folded)}
+    assert found["main (x.py:1)"] == (1.0, 0.0)
+    assert found["cycle (c.py:9)"] == (1.0, 0.4)
+    assert found["sort (s.py:3)"] == (0.6, 0.6)
+    assert profiling.hottest("") == []
