@@ -76,9 +76,15 @@ CONTAINER ?= podman
 image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
 	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
 
+<<<<<<< HEAD
 .PHONY: bench-ungater
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
 	$(BIN)/python -m benchmarks.ungater
+=======
+.PHONY: bench-webhook
+bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
+	$(BIN)/python -m benchmarks.admission
+>>>>>>> i8
 
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)

@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
                                keep_state=args.keep_state)
         try:
+            deploying.stop(args.root)  # Sluicegate's processes of an earlier run go first
             cluster.up()
             if args.sluicegate:
                 LocalSluicegate(cluster).up(progress=_stderr)

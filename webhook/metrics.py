@@ -3,7 +3,7 @@ tests can build several apps in one process)."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -42,9 +42,13 @@ class AdmissionMetrics:
             registry=self.registry,
         )
 
+        self._answered: dict[tuple[str, str, str], Any] = {}
+
     def answered(self, operation: str, kind: str, result: str) -> None:
-        self.requests.labels(
-            operation if operation in OPERATIONS else "other",
-            kind if kind in KINDS else "other",
-            result,
-        ).inc()
+        labels = (
+            operation if operation in OPERATIONS else "other", kind if kind in KINDS else "other", result
+        )
+        child = self._answered.get(labels)
+        if child is None:  # labels() takes a lock and builds a key; each series is looked up once
+            child = self._answered[labels] = self.requests.labels(*labels)
+        child.inc()
