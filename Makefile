@@ -69,22 +69,24 @@ bench-quick: binaries kueue ## one small scenario through every system (a few mi
 bench-baseline: binaries kueue ## the baseline scenario (1,000 pods, at most 32 running) through every system
 	$(BIN)/python -m benchmarks.matrix --scenario baseline
 
+.PHONY: bench-ungater
+bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
+	$(BIN)/python -m benchmarks.ungater
+
+.PHONY: bench-controller
+bench-controller: binaries ## the gate controller on a fresh control plane: reaction times, drain against the bare ungater, API requests per pod
+	$(BIN)/python -m benchmarks.controller
+
+.PHONY: bench-webhook
+bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
+	$(BIN)/python -m benchmarks.admission
+
 IMAGE ?= sluicegate:dev
 CONTAINER ?= podman
 
 .PHONY: image
 image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
 	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
-
-<<<<<<< HEAD
-.PHONY: bench-ungater
-bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
-	$(BIN)/python -m benchmarks.ungater
-=======
-.PHONY: bench-webhook
-bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
-	$(BIN)/python -m benchmarks.admission
->>>>>>> i8
 
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)

@@ -61,11 +61,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
         cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
                                keep_state=args.keep_state)
+        sluicegate = LocalSluicegate(cluster) if args.sluicegate else None
         try:
             deploying.stop(args.root)  # Sluicegate's processes of an earlier run go first
+            if sluicegate is not None:  # kube-scheduler starts knowing where the extender will be
+                cluster.extender = sluicegate.scheduler_extender()
             cluster.up()
-            if args.sluicegate:
-                LocalSluicegate(cluster).up(progress=_stderr)
+            if sluicegate is not None:
+                sluicegate.up(progress=_stderr)
         except (StartError, building.BuildError, RuntimeError) as e:
             print(f"error: {e}", file=sys.stderr)
             stop(args.root)

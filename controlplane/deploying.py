@@ -6,6 +6,11 @@ gets each ServiceAccount a token from the TokenRequest API, starts every process
 ``services.SERVICES`` as its account, waits until each is ready, then applies the webhook
 configurations pointed at the local webhook and waits until the API server calls it.
 
+The scheduler extender (a port named ``extender`` in a row of ``services.SERVICES``) must be
+known to kube-scheduler when it starts: ``scheduler_extender()`` issues the certificate and
+picks the ports first and returns what to give ``LocalCluster`` before its ``up()``; this
+object's ``up()`` then starts the process on that port, with that certificate.
+
 Files, in the cluster's directory: ``sluicegate/tls`` (CA and serving pair),
 ``sluicegate/tokens/<account>``, ``logs/sluicegate-<name>.log``, and ``sluicegate.json``
 (process ids, commands and ports), so ``down`` works from another process and a restarted
@@ -33,6 +38,7 @@ import yaml
 
 from certs import bundles
 from certs.issuing import WebhookFiles, issue
+from controlplane.extenders import SchedulerExtender
 from controlplane.launching import (
     READY_SECONDS,
     STOP_SECONDS,
@@ -42,7 +48,7 @@ from controlplane.launching import (
     free_port,
     log_tail,
 )
-from controlplane.services import NAMESPACE, SERVICES, Launch, Service
+from controlplane.services import EXTENDER_PORT, NAMESPACE, SERVICES, Launch, Service
 from policy import keys
 
 LOCAL_MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests" / "local"
@@ -74,6 +80,7 @@ class LocalSluicegate:
         self.tls = WebhookFiles(self.root / "tls")
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, dict[str, int]] = {}
+        self._prepared = False
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -90,17 +97,37 @@ class LocalSluicegate:
 
     # --- up -------------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Issue the serving certificate and pick every process's ports, once: before the
+        cluster starts when kube-scheduler must know the extender, else at ``up()``."""
+        if self._prepared:
+            return
+        issue(self.tls.directory, hosts=["127.0.0.1"], new_ca=True)
+        self._ports = {s.name: {p: free_port() for p in s.ports} for s in self.services}
+        self._prepared = True
+
+    def scheduler_extender(self) -> SchedulerExtender | None:
+        """What kube-scheduler needs to call the extender that ``up()`` will start (over TLS,
+        trusting the CA of the certificate it serves); None when no process serves one."""
+        for service in self.services:
+            if EXTENDER_PORT in service.ports:
+                self.prepare()
+                return SchedulerExtender(
+                    url=f"https://127.0.0.1:{self.port(service.name, EXTENDER_PORT)}",
+                    ca_bundle=self.tls.ca_cert.read_bytes(),
+                )
+        return None
+
     def up(self, progress: Progress = _quiet) -> None:
         stop(self.cluster.layout.root)
         progress(f"sluicegate: installing {self.manifests}")
         documents = self._render()
         hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
         self._install([d for d in documents if not bundles.is_webhook_configuration(d)])
-        progress("sluicegate: issuing the webhook's serving certificate and the accounts' tokens")
-        issue(self.tls.directory, hosts=["127.0.0.1"], new_ca=True)
+        progress("sluicegate: issuing the serving certificate and the accounts' tokens")
+        self.prepare()
         for account in dict.fromkeys(s.account for s in self.services):
             self._token(account)
-        self._ports = {s.name: {p: free_port() for p in s.ports} for s in self.services}
         try:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from controlplane import building
+from controlplane.extenders import SchedulerExtender
 from controlplane.nodes import gpu_nodes
 from controlplane.pki import Pki
 
@@ -114,15 +115,26 @@ class LocalCluster:
 
     Each ``up()`` starts from an empty cluster; ``keep_state=True`` keeps etcd's data and the
     certificates of the last run instead, so its objects come back.
+
+    With an ``extender`` (set it before ``up()``), kube-scheduler starts configured to call it:
+    its address is fixed before the scheduler starts, and the extender may come up later (it
+    is ignorable: until it answers, pods are placed without it).
     """
 
     def __init__(
-        self, root: Path, nodes: int = 4, gpus_per_node: int = 8, *, keep_state: bool = False
+        self,
+        root: Path,
+        nodes: int = 4,
+        gpus_per_node: int = 8,
+        *,
+        keep_state: bool = False,
+        extender: SchedulerExtender | None = None,
     ) -> None:
         self.layout = Layout(root.resolve())
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
         self.keep_state = keep_state
+        self.extender = extender
         self.ports = Ports()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._bin: Path | None = None
@@ -381,12 +393,15 @@ class LocalCluster:
         ]
 
     def scheduler_configuration(self) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400},
             "leaderElection": {"leaderElect": False},
         }
+        if self.extender is not None:
+            config["extenders"] = [self.extender.entry()]
+        return config
 
     def _kwok_args(self) -> list[str]:
         return [

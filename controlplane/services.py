@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Final
 
 NAMESPACE: Final = "sluicegate-system"
+EXTENDER_PORT: Final = "extender"
+"""The port name of the scheduler extender: kube-scheduler is started pointed at it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 ``operations_app``: ``/healthz``, ``/readyz`` (ready once the cache has listed everything it
 watches, on the leader and on a standby alike: both serve the extender) and ``/metrics``, on
-the plain port. ``scheduling_app``: the scheduler extender's ``/filter`` and ``/prioritize``
-over TLS, the sub-application of ``extender.scheduling``.
+the plain port. ``extender_app``: the scheduler extender's ``/filter`` and ``/prioritize``
+(``extender.scheduling``), served over TLS.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from extender.nodes import ClusterNodes
+from extender.scheduling import scheduling_app
 from extender.settings import Settings
 from kube.cache import Cache
 from process.probes import Readiness, probe_app
@@ -34,12 +36,9 @@ def operations_app(cache: Cache, registry: CollectorRegistry, stopping: asyncio.
     return probe_app(readiness(cache, stopping), registry)
 
 
-def scheduling_app(settings: Settings, cache: Cache) -> web.Application | None:
-    """MOUNT POINT of the scheduler extender (``extender.scheduling``, built on its own branch).
-
-    Returns the extender's aiohttp application, which the process serves over TLS on
-    ``settings.port``; None while the extender is not part of this build, in which case the
-    process runs the gate controller alone and says so in its log.
-    """
-    del settings, cache
-    return None
+def extender_app(settings: Settings, cache: Cache) -> web.Application:
+    """The scheduler extender (``extender.scheduling``) over this process's cache: its node view
+    (Nodes and bound pods, watched by reflectors that never wake the dispatch loop) and the
+    Catalog. Build it before the cache starts."""
+    del settings
+    return scheduling_app(ClusterNodes(cache), cache.catalog)

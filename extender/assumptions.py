@@ -21,6 +21,7 @@ from policy.pods import Pod
 class Assumptions:
     def __init__(self) -> None:
         self._assumed: dict[str, float] = {}  # uid -> when (monotonic) the release was decided
+        self._overlaid: dict[str, tuple[Pod, Pod]] = {}  # uid -> (cached pod, its ungated copy)
         self.confirmed = 0
         """Assumptions the watch confirmed, in all (a counter for metrics and tests)."""
 
@@ -42,9 +43,11 @@ class Assumptions:
 
     def forget(self, uid: str) -> None:
         self._assumed.pop(uid, None)
+        self._overlaid.pop(uid, None)
 
     def clear(self) -> None:
         self._assumed.clear()
+        self._overlaid.clear()
 
     def since(self, uid: str) -> float | None:
         return self._assumed.get(uid)
@@ -61,17 +64,24 @@ class Assumptions:
             out.extend(m.pod for m in pods)
             return out
         seen: set[str] = set()
+        overlaid = self._overlaid
         for managed in pods:
             pod = managed.pod
             uid = pod.uid
             if uid in assumed:
                 seen.add(uid)
                 if pod.gated:
-                    pod = replace(pod, gated=False)
+                    # The same cached pod gets the same copy, so later steps can tell it is unchanged.
+                    cached = overlaid.get(uid)
+                    if cached is None or cached[0] is not pod:
+                        cached = overlaid[uid] = (pod, replace(pod, gated=False))
+                    pod = cached[1]
                 else:
                     del assumed[uid]
+                    overlaid.pop(uid, None)
                     self.confirmed += 1
             out.append(pod)
         for uid in [u for u in assumed if u not in seen]:
             del assumed[uid]
+            overlaid.pop(uid, None)
         return out

@@ -64,15 +64,6 @@ def as_written(found: Dispatched | None) -> Condition | None:
     return Condition("True" if found.status == "True" else "False", found.reason, found.message)
 
 
-def pending_is_current(current: Condition | None, reason: str) -> bool:
-    """A pending pod's condition needs no write: it is False with this reason already."""
-    return current is not None and current.status == "False" and current.reason == reason
-
-
-def is_unplaceable(condition: Condition | None) -> bool:
-    return condition is not None and condition.message.startswith(UNPLACEABLE)
-
-
 # --- the events that go with them -----------------------------------------------------------
 
 

@@ -39,14 +39,15 @@ from extender.metrics import ControllerMetrics
 from extender.releasing import Release, Releaser
 from extender.reporting import Reporter
 from extender.settings import Settings
+from extender.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
+from kube.reflecting import Change
 from kube.resources import PODS
 from kube.writing import Ungate, micro_time
 from policy import keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, Turns, dispatch
 from policy.model import Snapshot, State, Workload
-from policy.workloads import build_workloads
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 FENCE_SECONDS: Final = 5.0
 # A release that failed for good is decided again after this pause, not at once.
 RETRY_SECONDS: Final = 1.0
+MAX_PAUSE_SECONDS: Final = 0.5
 
 
 class PodSource(Protocol):
@@ -91,6 +93,21 @@ def _newer_or_same(have: str, want: str) -> bool:
         return have == want
 
 
+def _facts(managed: ManagedPod, assumed: bool) -> tuple[object, ...]:
+    """What a cycle reads of a pod, with a release this controller assumed counted as done: two
+    versions of a pod with the same facts make the same decision and the same explanation."""
+    pod = managed.pod
+    notes = pod.annotations
+    released = not pod.gated or assumed
+    return (
+        pod.labels, pod.requests, pod.priority, pod.created, pod.terminal, released,
+        managed.gates if not released else (), managed.has_annotations or assumed,
+        notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION), notes.get(keys.GROUP_SIZE_ANNOTATION),
+        keys.DISPATCHED_AT_ANNOTATION in notes or assumed,
+        "" if pod.node_name else pod.unschedulable,  # what the scheduler says of an unplaced pod
+    )
+
+
 class GateController:
     def __init__(
         self,
@@ -115,13 +132,14 @@ class GateController:
         self._wall = wall
         self.queue = Coalescer(settings.debounce_seconds, settings.longest_seconds, clock=clock)
         self.assumed = Assumptions()
+        self.snapshots = SnapshotBuilder(self.assumed)
         self.turns = Turns()
         self.releaser = Releaser(connection, concurrency=settings.release_concurrency,
                                  give_up_seconds=settings.give_up_seconds, on_settled=self._settled,
                                  on_error=metrics.failed, clock=clock)
         self.explainer = Explainer(connection, concurrency=settings.write_concurrency,
                                    identity=leadership.identity, leading=self.leading,
-                                   on_error=metrics.failed, wall=wall)
+                                   on_error=metrics.failed, releases_idle=self.releaser.idle, wall=wall)
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
@@ -144,11 +162,26 @@ class GateController:
             return
         self.releaser.cancel_all()
         self.assumed.clear()
+        self.snapshots.clear()
         self.explainer.clear()
         self.reporter.clear()
         self._first_pending.clear()
         self._unplaceable_since.clear()
         self._event_at.clear()
+
+    def pod_changed(self, change: Change[ManagedPod]) -> None:
+        """A pod changed in the cache: kick a cycle, unless the change can alter no decision and
+        no explanation (the watch confirming a release this controller assumed, a pod bound or
+        starting to run, the condition this controller just wrote)."""
+        old, new = change.old, change.new
+        if old is None or new is None:
+            self.queue.kick()
+            return
+        assumed = new.uid in self.assumed
+        if _facts(old, assumed) != _facts(new, assumed):
+            self.queue.kick()
+        elif new.condition != old.condition and not self.explainer.expects(new):
+            self.queue.kick()  # someone else changed the condition: the next cycle puts it right
 
     async def run(self) -> None:
         """Cycle whenever the queue says so, while leading, until cancelled."""
@@ -162,12 +195,16 @@ class GateController:
                 self._fence_needed = False
                 if not self.leading():
                     continue
+            started = time.perf_counter()
             try:
                 self.cycle()
             except Exception:  # a bug in one cycle must not stop dispatch for good
                 log.exception("a dispatch cycle failed; trying again shortly")
                 self.queue.kick_after(RETRY_SECONDS)
             self.queue.kick_after(self.settings.resync_seconds)
+            # Cycles take at most half the process's time: the rest goes to the gate removals
+            # and the watches, which a stream of back-to-back cycles would starve.
+            await asyncio.sleep(min(time.perf_counter() - started, MAX_PAUSE_SECONDS))
 
     async def _fence(self) -> None:
         """Wait until the cache holds every managed pod at least as new as a fresh list shows it."""
@@ -198,9 +235,7 @@ class GateController:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
         managed = dict(self.pods.items())
-        pods = self.assumed.apply(managed.values())
-        catalog = self.catalog()
-        snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(pods), now)
+        snapshot = self.snapshots.build(managed.values(), self.catalog(), now)
         decision = decide(snapshot, self.turns)
         self.turns = decision.turns
         released = self._release(decision, managed, now, mono)
@@ -293,7 +328,7 @@ class GateController:
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
-                if conditions.pending_is_current(self.explainer.current(found), reason.value):
+                if self.explainer.shows(found, "False", reason.value):
                     continue
                 if mono < first + after:
                     due = min(due, first + after)
@@ -314,12 +349,12 @@ class GateController:
             pod = found.pod
             if pod.gated or uid in self.releaser:
                 continue
+            if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
+                if not self.explainer.shows_dispatched(found):
+                    self.explainer.want(found, conditions.for_released(found))
+                continue
             wanted = conditions.for_released(found)
             current = self.explainer.current(found)
-            if not conditions.is_unplaceable(wanted):
-                if current is None or current.status != "True" or conditions.is_unplaceable(current):
-                    self.explainer.want(found, wanted)
-                continue
             unplaceable[pod.queue] += 1
             since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
             if current == wanted:

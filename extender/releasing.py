@@ -72,6 +72,9 @@ class Releaser:
         self._on_error = on_error
         self._clock = clock
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.idle = asyncio.Event()
+        """Set while no gate removal is in flight."""
+        self.idle.set()
 
     def __len__(self) -> int:
         """Releases in flight."""
@@ -85,7 +88,13 @@ class Releaser:
             return
         task = asyncio.create_task(self._run(release), name=f"release {release.key}")
         self._tasks[release.uid] = task
-        task.add_done_callback(lambda _: self._tasks.pop(release.uid, None))
+        self.idle.clear()
+        task.add_done_callback(lambda _: self._done(release.uid))
+
+    def _done(self, uid: str) -> None:
+        self._tasks.pop(uid, None)
+        if not self._tasks:
+            self.idle.set()
 
     async def _run(self, release: Release) -> None:
         outcome = await self._attempts(release)

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from extender.application import operations_app, scheduling_app
+from extender.application import extender_app, operations_app
 from extender.controlling import GateController
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
 from extender.metrics import ControllerMetrics
@@ -46,17 +46,20 @@ async def _announce_sync(cache: Cache, pods: int) -> None:
 async def serve(settings: Settings) -> None:
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
-    pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR)
+    # Quiet: a pod change kicks a cycle through the controller's own filter, not every change.
+    pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
+                       quiet=True)
     metrics = ControllerMetrics()
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
                                 policy_exists=lambda: len(cache.policies) > 0)
     elector.on_change(controller.leadership_changed)
-    cache.on_change(controller.queue.kick)
+    pods.add_listener(controller.pod_changed)
+    cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
     stopping = asyncio.Event()
     runners = [web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                              shutdown_timeout=settings.shutdown_seconds)]
-    scheduling = scheduling_app(settings, cache) if settings.extender else None
+    scheduling = extender_app(settings, cache) if settings.extender else None
     certificate = None
     if scheduling is not None:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
@@ -81,8 +84,7 @@ async def serve(settings: Settings) -> None:
             await site.start()
             log.info("serving the scheduler extender on https://%s:%d", settings.host, settings.port)
         else:
-            log.info("the scheduler extender is %s; running the gate controller alone",
-                     "turned off (--no-extender)" if not settings.extender else "not part of this build")
+            log.info("the scheduler extender is off (--no-extender): running the gate controller alone")
         log.info("probes and metrics on http://%s:%d; lease %s/%s as %s; API server: %s",
                  settings.metrics_host, settings.metrics_port, settings.lease.namespace, settings.lease.name,
                  settings.lease.identity, settings.connection.describe())

@@ -66,10 +66,6 @@ class Backlog:
     pending: int = 0
     oldest: float | None = None
 
-    def plus(self, created: float) -> Backlog:
-        oldest = created if self.oldest is None else min(self.oldest, created)
-        return Backlog(self.pending + 1, oldest)
-
 
 @dataclass(frozen=True, slots=True)
 class Figures:
@@ -84,15 +80,23 @@ class Figures:
 def backlogs(snapshot: Snapshot, released: Iterable[str]) -> tuple[dict[str, Backlog], Backlog]:
     """Pending workloads per team and in the cluster, leaving out the keys just ``released``."""
     gone = set(released)
-    teams: dict[str, Backlog] = {}
-    cluster = Backlog()
+    counts: dict[str, int] = {}
+    oldest: dict[str, float] = {}
+    pending = State.PENDING
+    total, first = 0, None
     for w in snapshot.workloads:
-        if w.state is not State.PENDING or w.key in gone:
+        if w.state is not pending or w.key in gone:
             continue
-        cluster = cluster.plus(w.created)
-        if w.team:
-            teams[w.team] = teams.get(w.team, Backlog()).plus(w.created)
-    return teams, cluster
+        created = w.created
+        total += 1
+        if first is None or created < first:
+            first = created
+        team = w.team
+        if team:
+            counts[team] = counts.get(team, 0) + 1
+            if team not in oldest or created < oldest[team]:
+                oldest[team] = created
+    return {t: Backlog(n, oldest[t]) for t, n in counts.items()}, Backlog(total, first)
 
 
 def figures(snapshot: Snapshot, tally: Tally, released: Iterable[str]) -> Figures:

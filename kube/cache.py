@@ -83,11 +83,17 @@ class Cache:
         *,
         label_selector: str = "",
         field_selector: str = "",
+        quiet: bool = False,
     ) -> Reflector[T]:
-        """Add a reflector for ``resource``; started at once if the cache already runs."""
+        """Add a reflector for ``resource``; started at once if the cache already runs.
+
+        A ``quiet`` reflector's changes do not call the ``on_change`` callbacks: for kinds that
+        only their own reader follows (the scheduler extender's nodes and bound pods), so that
+        a node's status or an unmanaged pod never wakes the dispatch loop."""
         reflector = Reflector(self.connection, resource, convert,
                               label_selector=label_selector, field_selector=field_selector)
-        reflector.add_listener(self._changed)
+        if not quiet:
+            reflector.add_listener(self._changed)
         self._reflectors.append(reflector)
         if self._tasks:
             self._start(reflector)

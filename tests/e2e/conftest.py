@@ -87,32 +87,44 @@ class Kubectl:
         return items
 
 
+# A second controller replica, as the Deployment runs two: it stands by for the Lease, and the
+# failover test kills whichever leads.
+STANDBY = dataclasses.replace(CONTROLLER, name="controller-standby")
+# Sluicegate for each session cluster, planned before the cluster starts: kube-scheduler must
+# start knowing where the extender will listen. Started only when a test asks for it.
+_PLANNED: dict[Path, LocalSluicegate] = {}
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = Path(os.environ.get("SLUICEGATE_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
     local = LocalCluster(root, nodes=4, gpus_per_node=8)
+    planned = _PLANNED[local.layout.root] = LocalSluicegate(local, services=(*SERVICES, STANDBY))
+    local.extender = planned.scheduler_extender()  # ignorable: scheduling goes on until it serves
     local.up()
     try:
         yield local
     finally:
         local.down()
-
-
-# A second controller replica, as the Deployment runs two: it stands by for the Lease, and the
-# failover test kills whichever leads.
-STANDBY = dataclasses.replace(CONTROLLER, name="controller-standby")
 
 
 @pytest.fixture(scope="session")
 def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
     """Sluicegate installed from manifests/local and running as its ServiceAccounts (the webhook,
-    and the controller with a standby replica) for the whole session, as ``make up`` leaves it."""
-    local = LocalSluicegate(cluster, services=(*SERVICES, STANDBY))
+    and the controller with a standby replica, which also serve the scheduler extender) for the
+    whole session, as ``make up`` leaves it."""
+    local = _PLANNED[cluster.layout.root]
     local.up()
     try:
         yield local
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def credentials(cluster: LocalCluster) -> Credentials:
+    """The cluster admin's credentials, for the auditor's own connection."""
+    return Credentials.from_kubeconfig(cluster.kubeconfig)
 
 
 @pytest.fixture
@@ -121,12 +133,6 @@ def running(sluicegate: LocalSluicegate) -> Iterator[LocalSluicegate]:
     yield sluicegate
     problems = sluicegate.dead()
     assert not problems, "\n".join(problems)
-
-
-@pytest.fixture(scope="session")
-def credentials(cluster: LocalCluster) -> Credentials:
-    """The cluster admin's credentials, for the auditor's own connection."""
-    return Credentials.from_kubeconfig(cluster.kubeconfig)
 
 
 @pytest.fixture

@@ -1,0 +1,136 @@
+"""An API server in memory, for testing the gate controller's cycle without a cluster.
+
+It answers the few requests the controller makes: JSON patches of pods (the ``test`` operation
+included, through policy's own patch applier), strategic-merge patches of a pod's status
+conditions, event creations, status applies and GETs of pods. Failures are scripted per
+request (``fail``). ``PodCache`` plays the reflector: it shows pods as the fake server holds
+them only when ``sync()`` is called, so a test decides how far the watch lags.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.managed import ManagedPod, managed_pod
+from kube.connecting import ApiError, Unreachable
+from policy.patching import PatchError, apply
+
+Obj = dict[str, Any]
+_POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?$")
+
+
+@dataclass
+class FakeApi:
+    pods: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
+    statuses: dict[str, Obj] = field(default_factory=dict)
+    failures: list[int] = field(default_factory=list)
+    """Statuses to answer the next gate patches with, in order (0: no answer)."""
+    patches: int = 0
+    version: int = 100
+
+    def add(self, obj: Obj) -> None:
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        self.version += 1
+        meta["resourceVersion"] = str(self.version)
+        self.pods[(meta["namespace"], meta["name"])] = obj
+
+    def pod(self, namespace: str, name: str) -> Obj:
+        return self.pods[(namespace, name)]
+
+    def gated(self) -> set[str]:
+        return {name for (_, name), obj in self.pods.items() if obj["spec"].get("schedulingGates")}
+
+    def condition(self, namespace: str, name: str) -> Obj | None:
+        for c in self.pod(namespace, name).get("status", {}).get("conditions", []):
+            if c["type"] == "sluicegate.dev/Dispatched":
+                found: Obj = c
+                return found
+        return None
+
+    async def get(self, path: str, query: Any = None) -> Obj:
+        return await self.request("GET", path, query=query)
+
+    async def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
+                      content_type: str = "application/json", timeout: float = 0) -> Obj:
+        found = _POD.match(path)
+        if path.startswith("/apis/events.k8s.io/"):
+            self.events.append(body)
+            return dict(body)
+        if "/status" in path and not found:
+            self.statuses[path] = body["status"]
+            return dict(body)
+        if not found:
+            raise AssertionError(f"the fake API does not serve {method} {path}")
+        key = (found.group(1), found.group(2))
+        if key not in self.pods:
+            raise ApiError(404, "NotFound", f"pods {key[1]} not found")
+        obj = self.pods[key]
+        if method == "GET":
+            return copy.deepcopy(obj)
+        if found.group(3):  # pods/status: merge the conditions by type
+            conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+            for new in body["status"]["conditions"]:
+                old = next((c for c in conditions if c["type"] == new["type"]), None)
+                if old is None:
+                    conditions.append(dict(new))
+                else:
+                    old.update(new)
+            self.version += 1
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            return copy.deepcopy(obj)
+        self.patches += 1
+        if self.failures:
+            status = self.failures.pop(0)
+            if status:
+                raise ApiError(status, "Scripted", "a scripted failure")
+            raise Unreachable("a scripted lost connection")
+        try:
+            patched = apply(obj, body)
+        except PatchError as e:
+            raise ApiError(422, "Invalid", str(e)) from None
+        self.version += 1
+        patched["metadata"]["resourceVersion"] = str(self.version)
+        self.pods[key] = patched
+        return copy.deepcopy(patched)
+
+
+@dataclass
+class PodCache:
+    """What the pod reflector would hold: the fake server's pods as of the last ``sync``."""
+
+    api: FakeApi
+    store: dict[str, ManagedPod] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+
+    def sync(self) -> None:
+        self.store.clear()
+        self.versions.clear()
+        for obj in self.api.pods.values():
+            if obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            uid = obj["metadata"]["uid"]
+            self.store[uid] = managed_pod(obj)
+            self.versions[uid] = obj["metadata"]["resourceVersion"]
+        self.resource_version = str(self.api.version)
+
+    def items(self) -> Iterator[tuple[str, ManagedPod]]:
+        return iter(list(self.store.items()))
+
+    def get(self, uid: str) -> ManagedPod | None:
+        return self.store.get(uid)
+
+    def version(self, uid: str) -> str:
+        return self.versions.get(uid, "")
+
+
+@dataclass
+class Leader:
+    leading: bool = True
+    identity: str = "test-replica"

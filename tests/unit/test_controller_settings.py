@@ -1,0 +1,36 @@
+"""The controller's flags and their environment variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.settings import parse
+
+
+def test_defaults_give_client_gos_lease_timing_and_the_pod_name_as_identity() -> None:
+    s = parse([], {"POD_NAME": "sluicegate-controller-7d9f-x2"})
+    assert (s.lease.duration, s.lease.renew_deadline, s.lease.retry) == (15.0, 10.0, 2.0)
+    assert s.lease.identity == "sluicegate-controller-7d9f-x2"
+    assert (s.lease.namespace, s.lease.name) == ("sluicegate-system", "sluicegate-controller")
+    assert (s.port, s.metrics_port, s.extender) == (8444, 8080, True)
+
+
+def test_flags_win_over_the_environment() -> None:
+    s = parse(["--release-concurrency", "32", "--no-extender"],
+              {"SLUICEGATE_RELEASE_CONCURRENCY": "8", "SLUICEGATE_STATUS_SECONDS": "5"})
+    assert (s.release_concurrency, s.status_seconds, s.extender) == (32, 5.0, False)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--renew-deadline", "20"],  # longer than the lease: two leaders could overlap
+    ["--retry-period", "0"],
+    ["--identity", ""],
+    ["--release-concurrency", "0"],
+    ["--debounce-seconds", "1", "--longest-seconds", "0.5"],
+])
+def test_settings_that_cannot_work_are_refused_at_start(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv, {})
+    assert "error" in capsys.readouterr().err

@@ -1,0 +1,283 @@
+"""The gate controller's cycle against an API server in memory (``tests.fake_api``): which pods
+lose their gate, what their conditions and events say, and that a slow watch, failing patches
+and a changed gate list never release more than the limits allow."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+import pytest
+
+from extender.controlling import GateController
+from extender.metrics import ControllerMetrics
+from extender.settings import Settings
+from policy import keys
+from policy.catalog import Catalog
+from tests.builders import MakePod, MakeQueue, MakeTeam
+from tests.fake_api import FakeApi, Leader, PodCache
+
+SETTINGS = Settings(explain_after_seconds=0.0, unplaceable_after_seconds=0.0, status_seconds=3600.0,
+                    give_up_seconds=30.0, release_concurrency=4, write_concurrency=2)
+NS = "vision"
+
+
+def gated_pod(name: str, queue: str = "train", created: float = 0.0) -> MakePod:
+    return (MakePod(NS, name).queue(queue).team("vision").gpus(1).gated().created(created)
+            .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":[]}'))
+
+
+class World:
+    def __init__(self, catalog: Catalog, settings: Settings = SETTINGS) -> None:
+        self.api = FakeApi()
+        self.cache = PodCache(self.api)
+        self.catalog = catalog
+        self.leader = Leader()
+        self.controller = GateController(settings, self.api, self.cache, lambda: self.catalog,  # type: ignore[arg-type]
+                                         self.leader, ControllerMetrics())
+
+    def submit(self, *pods: MakePod) -> None:
+        for pod in pods:
+            self.api.add(pod.obj())
+        self.cache.sync()
+
+    async def settle(self) -> None:
+        """Let every write in flight finish (gate removals, then conditions and events)."""
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not len(self.controller.releaser) and not len(self.controller.explainer):
+                await asyncio.sleep(0.02)
+                return
+        raise AssertionError("writes still in flight")
+
+    def released(self) -> set[str]:
+        return {name for (_, name) in self.api.pods} - self.api.gated()
+
+    def finish(self, name: str) -> None:
+        self.api.pod(NS, name)["status"]["phase"] = "Succeeded"
+        self.api.version += 1
+        self.cache.sync()
+
+
+def queue_of(max_running: int) -> Catalog:
+    return Catalog(queues={"train": MakeQueue("train").max_running(max_running).model()},
+                   teams={"vision": MakeTeam("vision").model()})
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    made = World(queue_of(2))
+    yield made
+    await made.controller.stop()
+
+
+async def until(check: Callable[[], bool]) -> None:
+    for _ in range(300):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+async def test_a_cycle_releases_what_the_queue_allows_in_order_and_explains_the_rest(world: World) -> None:
+    world.submit(*(gated_pod(f"p{i}", created=i) for i in range(5)))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}
+    for name in ("p0", "p1"):
+        pod = world.api.pod(NS, name)
+        assert keys.DISPATCHED_AT_ANNOTATION in pod["metadata"]["annotations"]
+        assert world.api.condition(NS, name) is None or world.api.condition(NS, name)["status"] == "True"
+    for name in ("p2", "p3", "p4"):
+        condition = world.api.condition(NS, name)
+        assert condition is not None
+        assert (condition["status"], condition["reason"]) == ("False", "QueueLimit")
+        assert condition["message"] == "queue train: 2/2 running"
+    released = [e for e in world.api.events if e["reason"] == "Dispatched"]
+    assert sorted(e["regarding"]["name"] for e in released) == ["p0", "p1"]
+    assert all(e["note"].startswith("released by queue train after waiting") for e in released)
+    held = [e for e in world.api.events if e["reason"] == "QueueLimit"]
+    assert sorted(e["regarding"]["name"] for e in held) == ["p2", "p3", "p4"]
+
+
+async def test_released_pods_are_dispatched_true_once_the_watch_shows_them(world: World) -> None:
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()
+    world.controller.cycle()
+    await world.settle()
+
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True", "Dispatched", "dispatched by queue train")
+    assert [e["reason"] for e in world.api.events] == ["Dispatched"]  # one event, one write
+
+
+async def test_a_slow_watch_never_lets_a_second_cycle_release_the_same_slots_again(world: World) -> None:
+    world.submit(*(gated_pod(f"p{i}", created=i) for i in range(5)))
+    world.controller.cycle()
+    await world.settle()
+    # The watch has not delivered the ungated pods: the cache still shows all five gated.
+    for _ in range(3):
+        world.controller.cycle()
+        await world.settle()
+    assert world.released() == {"p0", "p1"}
+    assert world.api.patches == 2
+
+    world.finish("p0")  # the watch catches up, and one slot frees
+    world.controller.cycle()
+    await world.settle()
+    assert world.released() == {"p0", "p1", "p2"}
+
+
+async def test_a_patch_that_fails_is_retried_and_its_slot_counted_once_meanwhile(world: World) -> None:
+    world.api.failures = [500, 0, 503]  # a server error, a lost connection, throttling
+    world.submit(*(gated_pod(f"p{i}", created=i) for i in range(4)))
+    world.controller.cycle()
+    for _ in range(3):  # cycles while the first release is still retrying
+        world.controller.cycle()
+        await asyncio.sleep(0.01)
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}
+    assert world.api.patches == 5  # three failures, then the two releases
+
+
+async def test_a_gate_list_that_changed_is_read_again_and_other_gates_stay(world: World) -> None:
+    world.submit(gated_pod("p0"))
+    # Someone adds a gate of their own after the controller's cache saw the pod.
+    world.api.pod(NS, "p0")["spec"]["schedulingGates"].append({"name": "example.com/other"})
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.api.pod(NS, "p0")["spec"]["schedulingGates"] == [{"name": "example.com/other"}]
+
+
+async def test_a_pod_released_by_someone_else_is_counted_and_not_released_again(world: World) -> None:
+    world.submit(gated_pod("p0"), gated_pod("p1", created=1), gated_pod("p2", created=2))
+    del world.api.pod(NS, "p0")["spec"]["schedulingGates"]  # break glass, not yet in the cache
+    world.controller.cycle()
+    await world.settle()
+    assert world.released() == {"p0", "p1"}
+    world.cache.sync()
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}  # p0 holds a slot: p2 waits
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None and condition["status"] == "True"
+    assert "outside dispatch" in condition["message"]
+
+
+async def test_a_refused_release_is_forgotten_and_decided_again_later(world: World) -> None:
+    world.api.failures = [403]
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await world.settle()
+    assert world.released() == set()
+    assert len(world.controller.assumed) == 0
+
+    world.controller.cycle()
+    await world.settle()
+    assert world.released() == {"p0"}
+
+
+async def test_a_released_pod_the_scheduler_cannot_place_says_so_and_is_not_mistaken_for_a_held_one(
+    world: World,
+) -> None:
+    message = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    world.submit(gated_pod("big").gpus(16))
+    world.controller.cycle()
+    await world.settle()
+    pod = world.api.pod(NS, "big")
+    pod["status"]["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": message})
+    world.cache.sync()
+    world.controller.cycle()
+    await world.settle()
+
+    condition = world.api.condition(NS, "big")
+    assert condition is not None
+    assert condition["status"] == "True"
+    assert condition["message"] == f"dispatched, waiting for Kubernetes to place it: {message}"
+    warnings = [e for e in world.api.events if e["type"] == "Warning"]
+    assert [e["reason"] for e in warnings] == ["WaitingForPlacement"]
+    world.controller.cycle()  # the same message again: no new write, no new event
+    await world.settle()
+    assert len([e for e in world.api.events if e["type"] == "Warning"]) == 1
+
+
+async def test_a_pending_pods_condition_is_rewritten_only_when_its_reason_changes(world: World) -> None:
+    world.submit(*(gated_pod(f"p{i}", created=i) for i in range(4)))
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()
+    first = len(world.api.events)
+    for _ in range(3):  # the same state: nothing to write
+        world.controller.cycle()
+        await world.settle()
+    assert len(world.api.events) == first
+
+    paused = MakeQueue("train").max_running(2).paused().model()
+    world.catalog = replace(world.catalog, queues={"train": paused})
+    world.controller.cycle()
+    await world.settle()
+    for name in ("p2", "p3"):
+        condition = world.api.condition(NS, name)
+        assert condition is not None and condition["reason"] == "QueuePaused"
+
+
+async def test_a_replica_that_does_not_lead_writes_nothing(world: World) -> None:
+    world.leader.leading = False
+    world.submit(gated_pod("p0"))
+    world.controller.queue.kick()
+    task = asyncio.create_task(world.controller.run())
+    await asyncio.sleep(0.1)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert world.api.patches == 0 and world.api.events == []
+
+
+async def test_queue_and_team_status_show_running_pending_and_gpus(world: World) -> None:
+    world.submit(*(gated_pod(f"p{i}", created=i) for i in range(3)))
+    world.controller.cycle()
+    await world.controller.reporter.write(world.controller.reporter._figures)  # type: ignore[arg-type]
+
+    queue = world.api.statuses["/apis/sluicegate.dev/v1alpha1/queues/train/status"]
+    assert queue["running"] == 2 and queue["pending"] == 1
+    assert queue["display"] == {"running": "2/2", "gpus": "2/-"}
+    assert queue["usage"] == {keys.GPU_RESOURCE: "2"}
+    assert queue["oldestPendingTime"].endswith("Z")
+    team = world.api.statuses["/apis/sluicegate.dev/v1alpha1/teams/vision/status"]
+    assert (team["running"], team["pending"], team["display"]["running"]) == (2, 1, "2/-")
+    await world.settle()
+
+
+async def test_only_changes_that_can_alter_a_decision_or_an_explanation_wake_the_loop(world: World) -> None:
+    from extender.managed import managed_pod
+    from kube.reflecting import Change
+
+    world.submit(gated_pod("p0"), gated_pod("p1", created=1))
+    world.controller.cycle()  # p0 and p1 are released (assumed)
+    await world.settle()
+    base = gated_pod("p0")
+
+    def change(old: MakePod, new: MakePod) -> int:
+        before = world.controller.queue.kicks
+        o, n = managed_pod(old.obj()), managed_pod(new.obj())
+        world.controller.pod_changed(Change("MODIFIED", o.uid, o.key, o, n))
+        return world.controller.queue.kicks - before
+
+    stamped = gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "2026-01-01T00:00:00Z")
+    assert change(base, stamped) == 0  # the watch confirms the release the cycle assumed
+    assert change(stamped, gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "x")
+                  .node("gpu-node-0").phase("Running")) == 0  # bound and running: nothing to decide
+    assert change(stamped, gated_pod("p0").ungated().annotation(keys.DISPATCHED_AT_ANNOTATION, "x")
+                  .unschedulable("0/4 nodes are available")) == 1  # to be explained
+    assert change(gated_pod("p9"), gated_pod("p9").priority(5)) == 1  # a pending pod's order changed
+    other = gated_pod("p9").ungated()
+    assert change(gated_pod("p9"), other) == 1  # released by someone else: counted from now on
