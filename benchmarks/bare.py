@@ -55,6 +55,9 @@ class Bare:
     def version(self) -> str:
         return "audit.ungating (this repository)"
 
+    def prepare(self, cluster: LocalCluster) -> None:
+        del cluster  # nothing to tell the cluster before it starts
+
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
         progress("bare ungater: provisioning its ServiceAccount and token")

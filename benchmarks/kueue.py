@@ -48,6 +48,9 @@ class KueueSystem:
     def version(self) -> str:
         return building.kueue_version()
 
+    def prepare(self, cluster: LocalCluster) -> None:
+        del cluster  # nothing to tell the cluster before it starts
+
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
         self._kueue = Kueue(cluster, limits=self.client_limits)

@@ -67,6 +67,7 @@ def one(scenario: Scenario, key: str, root: Path, command: str, profile: Path | 
     system = SYSTEMS[key]()
     cluster = LocalCluster(root, nodes=scenario.nodes, gpus_per_node=scenario.gpus_per_node)
     try:
+        system.prepare(cluster)
         cluster.up(progress=lambda line: say(f"[{scenario.name} {key}] {line}"))
         return run(cluster, system, scenario, command=command, progress=say, profile=profile)
     except Exception as e:  # a broken run is recorded and the matrix goes on

@@ -7,6 +7,9 @@ many GPUs; each team's namespace carries ``sluicegate.dev/team`` (the load drive
 the webhook gates every pod at creation. The requests of the webhook and the controller are
 counted together.
 
+kube-scheduler calls Sluicegate's scheduler extender (``prepare``, before the cluster starts), so
+Sluicegate's runs include what the extender costs kube-scheduler, as a real installation does.
+
 ``SluicegateSystem(running=local)`` uses processes that already run (the e2e session's) instead
 of starting its own, and leaves them running.
 """
@@ -59,10 +62,17 @@ class SluicegateSystem:
     def version(self) -> str:
         return "this repository (python -m webhook, python -m extender)"
 
+    def prepare(self, cluster: LocalCluster) -> None:
+        """kube-scheduler calls Sluicegate's scheduler extender, as ``make up`` configures it."""
+        if self._attached is None:
+            self._local = LocalSluicegate(cluster)
+            cluster.extender = self._local.scheduler_extender()
+
     def start(self, cluster: LocalCluster, progress: Progress) -> None:
         self._cluster = cluster
         if self._attached is None:
-            self._local = LocalSluicegate(cluster)
+            if self._local is None or self._local.cluster is not cluster:
+                self._local = LocalSluicegate(cluster)  # a cluster started without prepare()
             self._local.up(progress)
 
     def configure(self, setup: Setup) -> None:

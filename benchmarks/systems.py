@@ -62,6 +62,10 @@ class System(Protocol):
     """Who the system is to the API server (FlowSchema subjects: its users or ServiceAccounts),
     so that its requests are counted apart (``benchmarks.counting``)."""
 
+    def prepare(self, cluster: LocalCluster) -> None:
+        """Before the cluster starts: what its components must know of the system (Sluicegate's
+        scheduler extender, which kube-scheduler is configured with when it starts)."""
+
     def start(self, cluster: LocalCluster, progress: Progress) -> None: ...
 
     def configure(self, setup: Setup) -> None:
