@@ -54,14 +54,28 @@ e2e: binaries kueue ## end-to-end tests against the real local control plane (an
 test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
 	$(BIN)/pytest tests
 
-.PHONY: bench
-bench: $(STAMP) ## benchmarks (figures in benchmarks/README.md)
-	$(BIN)/python -m benchmarks.dispatch
+BENCH_ARGS ?=
 
+.PHONY: bench
+bench: binaries kueue ## every benchmark, unattended: the dispatch cycle, then the matrix of Sluicegate, Kueue and the bare ungater (writes benchmarks/RESULTS.md; hours)
+	$(BIN)/python -m benchmarks.dispatch
+	$(BIN)/python -m benchmarks.matrix $(BENCH_ARGS)
+
+.PHONY: bench-quick
+bench-quick: binaries kueue ## one small scenario through every system (a few minutes), for working on the harness
+	$(BIN)/python -m benchmarks.matrix --quick
+
+.PHONY: bench-baseline
+bench-baseline: binaries kueue ## the baseline scenario (1,000 pods, at most 32 running) through every system
+	$(BIN)/python -m benchmarks.matrix --scenario baseline
 
 .PHONY: bench-controller
 bench-controller: binaries ## the gate controller on a fresh control plane: reaction times, drain against the bare ungater, API requests per pod
 	$(BIN)/python -m benchmarks.controller
+
+.PHONY: bench-webhook
+bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
+	$(BIN)/python -m benchmarks.admission
 
 IMAGE ?= sluicegate:dev
 CONTAINER ?= podman
@@ -73,10 +87,6 @@ image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINE
 .PHONY: bench-ungater
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
 	$(BIN)/python -m benchmarks.ungater
-
-.PHONY: bench-webhook
-bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
-	$(BIN)/python -m benchmarks.admission
 
 .PHONY: bench-simulate
 bench-simulate: $(STAMP) ## the what-if simulator replaying a synthetic week: 100,000 workloads, 50 queues

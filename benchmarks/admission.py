@@ -171,7 +171,8 @@ async def delete_pods(connection: Connection, namespace: str) -> None:
 
 
 async def pod_rates(cluster: LocalCluster, pods: int, rounds: int, concurrency: int) -> dict[str, Any]:
-    with_rates, without_rates = [], []
+    with_rates: list[float] = []
+    without_rates: list[float] = []
     async with await Connection.from_kubeconfig(cluster.kubeconfig, user_agent="sluicegate-bench") as c:
         for _ in range(rounds):
             for namespace, rates in ((MANAGED, with_rates), (PLAIN, without_rates)):

@@ -49,6 +49,10 @@ class View:
         return self.usage.of(name)
 
 
+def constant(catalog: Catalog) -> Callable[[], Catalog]:
+    return lambda: catalog
+
+
 def cluster(size: int) -> tuple[View, Catalog, bytes]:
     nodes, usage = {}, Usage()
     for i in range(size):
@@ -64,9 +68,9 @@ def cluster(size: int) -> tuple[View, Catalog, bytes]:
             usage.changed(Change("ADDED", f"{name}-{j}", f"ml/{name}-{j}", None, pod))
     catalog = Catalog.from_objects(queues=[{"metadata": {"name": "train"},
                                             "spec": {"nodePool": {"matchLabels": {POOL: "a"}}}}])
-    pod = {"metadata": {"namespace": "ml", "name": "p", "labels": {"sluicegate.dev/queue": "train"}},
-           "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
-    body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": list(nodes)}).encode()
+    asked = {"metadata": {"namespace": "ml", "name": "p", "labels": {"sluicegate.dev/queue": "train"}},
+             "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+    body = json.dumps({"Pod": asked, "Nodes": None, "NodeNames": list(nodes)}).encode()
     return View(nodes, usage), catalog, body
 
 
@@ -110,7 +114,7 @@ def main() -> None:
     print(f"{'nodes':>6} {'filter':>8} {'prioritize':>11} {'filter HTTP':>12} {'prioritize HTTP':>16}")
     for size in (int(s) for s in args.sizes.split(",")):
         view, catalog, body = cluster(size)
-        decide = decisions(Placement(view, lambda catalog=catalog: catalog), read_args(body), args.rounds)
+        decide = decisions(Placement(view, constant(catalog)), read_args(body), args.rounds)
         http = asyncio.run(round_trips(view, catalog, body, args.rounds))
         print(f"{size:>6} {decide['filter']:>8.2f} {decide['prioritize']:>11.2f} "
               f"{http['filter']:>12.2f} {http['prioritize']:>16.2f}")

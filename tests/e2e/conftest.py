@@ -149,6 +149,17 @@ def kubectl(cluster: LocalCluster) -> Iterator[Kubectl]:
 
 
 @pytest.fixture
+def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
+    """This test's namespace, with users alice and bob (group vision-devs) allowed to work in it,
+    and Sluicegate running; opt it in with ``project.opt_in(...)``."""
+    project = Project(kubectl)
+    project.grant()
+    try:
+        yield project
+    finally:
+        project.cleanup()
+
+
 def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]:
     """A dispatch test's own Queues, Teams and namespaces (``tests.e2e.scenes.Scene``), with
     Sluicegate running; cleaned up afterwards, and a Sluicegate process that died fails the test."""
@@ -161,15 +172,3 @@ def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]
         made.cleanup()
     problems = sluicegate.dead()
     assert not problems, "\n".join(problems)
-
-
-@pytest.fixture
-def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
-    """This test's namespace, with users alice and bob (group vision-devs) allowed to work in it,
-    and Sluicegate running; opt it in with ``project.opt_in(...)``."""
-    project = Project(kubectl)
-    project.grant()
-    try:
-        yield project
-    finally:
-        project.cleanup()

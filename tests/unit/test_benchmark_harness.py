@@ -1,0 +1,199 @@
+"""The benchmark harness's pure parts: scenarios and their floors, the per-kind FlowSchemas, the
+run's correctness checks over hand-built records, saved runs and the report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from audit.checking import Cap, Limits
+from audit.loading import Load, Submission, Submitted
+from audit.naming import SLUICEGATE
+from benchmarks import counting, profiling, reporting, results
+from benchmarks.results import Percentiles, Run, Usage
+from benchmarks.running import Measured, check
+from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
+from benchmarks.systems import Setup, queue_limits
+from tests.audit_stories import Story
+
+# --- scenarios ------------------------------------------------------------------------------
+
+
+def test_the_baseline_is_the_issues_with_its_floor_of_sixty_two_and_a_half_seconds() -> None:
+    assert (BASELINE.pods, BASELINE.nodes, BASELINE.gpus_per_node, BASELINE.cap, BASELINE.seconds) == (
+        1000, 16, 8, 32, 2.0)
+    assert BASELINE.floor_seconds == 62.5
+    assert BASELINE.rounds_floor_seconds == 64.0  # 32 rounds of 2 s: the last round runs 8 pods
+
+
+def test_the_matrix_covers_every_size_and_keeps_each_limit_within_half_the_gpus() -> None:
+    cells = matrix()
+    assert {(s.pods, s.queues, s.nodes) for s in cells} == {
+        (p, q, n) for p in (100, 1000, 5000) for q in (10, 100) for n in (64, 512)}
+    assert {(s.queues, s.nodes): s.max_running for s in cells} == {
+        (10, 64): 25, (100, 64): 2, (10, 512): 204, (100, 512): 20}
+    for s in cells:
+        s.check()
+        assert s.cap <= s.gpus // 2
+
+
+def test_a_scenario_whose_limits_exceed_the_gpus_is_refused() -> None:
+    with pytest.raises(ValueError, match="placement, not policy"):
+        Scenario(name="x", pods=10, queues=2, nodes=1, max_running=8).check()
+
+
+def test_scenarios_are_chosen_by_shell_patterns_in_matrix_order_and_unknown_names_are_named() -> None:
+    assert [s.name for s in select(["p1000-*-n64"])] == ["p1000-q10-n64", "p1000-q100-n64"]
+    assert [s.name for s in select(["baseline", "quick"])] == ["baseline", "quick"]
+    with pytest.raises(ValueError, match="no scenario matches p7"):
+        select(["p7"])
+    assert len({s.name for s in ALL}) == len(ALL) == 13
+
+
+# --- counting requests by kind --------------------------------------------------------------
+
+
+def test_each_kind_of_request_has_its_own_flow_schema_tried_in_order_for_the_systems_subjects_only() -> None:
+    subjects = [counting.user("kueue")]
+    schemas = counting.flow_schemas("kueue", subjects)
+    assert [s["metadata"]["name"] for s in schemas] == [
+        "bench-kueue-pod-writes", "bench-kueue-pod-status", "bench-kueue-events", "bench-kueue-own-objects",
+        "bench-kueue-leases", "bench-kueue-reads", "bench-kueue-other"]
+    precedences = [s["spec"]["matchingPrecedence"] for s in schemas]
+    assert precedences == sorted(precedences) and max(precedences) < 1000  # before the audit identities'
+    assert all(s["spec"]["rules"][0]["subjects"] == subjects for s in schemas)
+    assert {s["spec"]["priorityLevelConfiguration"]["name"] for s in schemas} == {"workload-low"}
+    catch_all = schemas[-1]["spec"]["rules"][0]
+    assert catch_all["resourceRules"][0]["verbs"] == ["*"]
+    assert catch_all["nonResourceRules"][0]["verbs"] == ["*"]
+
+
+def test_a_systems_requests_by_kind_are_read_from_its_own_flow_schemas_only() -> None:
+    grew = {"bench-kueue-pod-writes": 1000.0, "bench-kueue-own-objects": 3000.0,
+            "bench-sluicegate-pod-writes": 7.0, "service-accounts": 50.0}
+    found = counting.by_kind("kueue", grew)
+    assert found["pod writes"] == 1000.0 and found["own objects"] == 3000.0
+    assert sum(found.values()) == 4000.0
+
+
+# --- the run's correctness checks -----------------------------------------------------------
+
+class Checked:
+    """Just what ``check`` reads of a system."""
+
+    key = "sluicegate"
+    naming = SLUICEGATE
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+
+    def limits(self, setup: Setup) -> Limits:
+        return self._limits
+
+
+SMALL = Scenario(name="small", pods=3, queues=1, nodes=1, max_running=2, teams=1)
+LOAD = Load(pods=3, queues=("a",), teams=("t",), run="load-test")
+SETUP = Setup(SMALL, LOAD, ("ns",))
+
+
+def measured(story: Story, *, requests: float = 3.0, names: Sequence[str] = ("p1", "p2", "p3")) -> Measured:
+    submitted = Submitted(LOAD, tuple(Submission("ns", n, "a", "t", f"uid-ns-{n}", 0.0) for n in names),
+                          (), ("ns",), 0.0, 1.0)
+    return Measured(submitted, story.record(), {"pod writes": requests}, requests + 10, {}, {},
+                    (1.0, 1.0), ())
+
+
+def three_pods() -> Story:
+    return Story().pod("p1").pod("p2").pod("p3")
+
+
+def test_a_run_within_its_limits_in_which_every_pod_finished_once_passes() -> None:
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    assert check(Checked(queue_limits(SETUP)), SETUP, measured(story)) == []
+
+
+def test_a_release_beyond_a_queues_limit_fails_the_run_naming_the_queue_and_the_limit() -> None:
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 1.5, 5)
+    problems = check(Checked(queue_limits(SETUP)), SETUP, measured(story))
+    assert len(problems) == 1
+    assert "1 release(s) beyond the configured limits" in problems[0]
+    assert "queue a: 3 running > limit 2" in problems[0]
+
+
+def test_a_lost_pod_a_pod_released_twice_and_a_pod_created_ungated_each_fail_the_run() -> None:
+    story = Story().pod("p1").pod("p2").pod("p3", gated=False)
+    story.lifecycle("p1", 1, 3).release("p2", 1).regate("p2", 1.5).succeed("p3", 2)
+    problems = check(Checked(Limits(cluster=Cap(running=5))), SETUP, measured(story))
+    assert any("1 pods never finished, e.g. ns/p2 (gated)" in p for p in problems), problems
+    assert any("1 pods released twice, e.g. ns/p2" in p for p in problems), problems
+    ungated = "were not created with the gate sluicegate.dev/dispatch, e.g. ns/p3"
+    assert any(ungated in p for p in problems), problems
+
+
+def test_fewer_requests_from_the_system_than_pods_means_it_did_not_release_them_itself() -> None:
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    problems = check(Checked(queue_limits(SETUP)), SETUP, measured(story, requests=2.0))
+    assert problems == ["the API server counted 2 requests from sluicegate for 3 pods: it cannot have "
+                        "released them itself"]
+
+
+# --- saved runs and the report --------------------------------------------------------------
+
+
+def a_run(system: str, title: str, drain: float, *, failures: tuple[str, ...] = (),
+          processes: Mapping[str, Usage] | None = None, scenario: str = "baseline") -> Run:
+    return Run(
+        scenario=scenario, system=system, title=title, version="v", pods=1000, queues=1, teams=2, nodes=16,
+        gpus_per_node=8, seconds=2.0, max_running=32, cap=32, floor_seconds=62.5, rounds_floor_seconds=64.0,
+        started="2026-11-30T12:00:00+00:00", command="python -m benchmarks.matrix --scenario baseline",
+        load_average=(1.0, 2.0), failures=failures, drain_seconds=drain, releases_per_second=1000 / drain,
+        creation_to_release=Percentiles(1000, 30.0, 55.0, 60.0, 61.0),
+        freed_to_release=Percentiles(968, 0.02, 0.2, 0.04, 0.5),
+        peak_running=32, peak_queue_running=32, processes=dict(processes or {"p": Usage(3.0, 40.0)}),
+        requests=1000.0, requests_by_kind={"pod writes": 1000.0}, requests_all=9000.0,
+        machine={"cores": "2"}, versions={"kueue": "v0.17.0"},
+    )
+
+
+def test_a_saved_run_reads_back_equal(tmp_path: Path) -> None:
+    run = a_run("kueue", "Kueue", 180.0, processes={"kueue": Usage(55.0, 136.0)})
+    results.save(tmp_path, run)
+    assert results.load_all(tmp_path) == [run]
+
+
+def test_the_report_puts_the_systems_side_by_side_with_ratios_to_the_bare_ungater() -> None:
+    runs = [a_run("kueue", "Kueue (QPS 50)", 180.0), a_run("bare", "bare ungater", 69.0),
+            a_run("sluicegate", "Sluicegate", 80.0, failures=("queue q: 33 running > limit 32",))]
+    text = reporting.report(runs)
+    header = next(line for line in text.splitlines() if line.startswith("| | "))
+    assert header == "| | bare ungater | Sluicegate | Kueue (QPS 50) |"
+    drain = next(line for line in text.splitlines() if line.startswith("| drain:"))
+    assert "69.0 (1.00×)" in drain and "180 (2.61×)" in drain
+    assert "| result | ok | **FAILED** | ok |" in text
+    assert "- queue q: 33 running > limit 32" in text
+    assert "| baseline | bare, sluicegate, kueue | sluicegate |" in text
+    assert "| p5000-q100-n512 | not run | – |" in text
+
+
+def test_growth_compares_each_figure_across_pod_counts_of_the_same_shape() -> None:
+    runs = [a_run("bare", "bare ungater", d, scenario=f"p{p}-q10-n64")
+            for p, d in ((100, 10.0), (1000, 80.0))]
+    runs = [Run.from_json({**r.to_json(), "pods": p}) for r, p in zip(runs, (100, 1000), strict=True)]
+    lines = reporting.growth(runs)
+    assert "| bare ungater: drain s | 10.0 | 80.0 | ×8.00 |" in lines
+
+
+def test_the_hottest_functions_of_a_profile_count_each_sample_once_per_function() -> None:
+    folded = "\n".join([
+        "main (x.py:1);cycle (c.py:9);sort (s.py:3) 60",
+        "main (x.py:1);cycle (c.py:9) 20",
+        "main (x.py:1);patch (p.py:5);cycle (c.py:9) 20",
+        "garbage",
+    ])
+    found = {h.function: (h.inclusive, h.own) for h in profiling.hottest(folded)}
+    assert found["main (x.py:1)"] == (1.0, 0.0)
+    assert found["cycle (c.py:9)"] == (1.0, 0.4)
+    assert found["sort (s.py:3)"] == (0.6, 0.6)
+    assert profiling.hottest("") == []
