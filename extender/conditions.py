@@ -80,3 +80,9 @@ def released(pod: Pod, queue: str, waited: float) -> PodEvent:
 def waiting_for_placement(pod: Pod, condition: Condition) -> PodEvent:
     return PodEvent(pod.namespace, pod.name, pod.uid, "Warning", "WaitingForPlacement", "Place",
                     condition.message)
+
+
+def released_outside_dispatch(pod: Pod, condition: Condition) -> PodEvent:
+    """Warning: someone removed the gate by hand (break glass, allowed by the webhook)."""
+    return PodEvent(pod.namespace, pod.name, pod.uid, "Warning", "ReleasedOutsideDispatch", "Release",
+                    condition.message)

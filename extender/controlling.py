@@ -351,7 +351,11 @@ class GateController:
                 continue
             if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
                 if not self.explainer.shows_dispatched(found):
-                    self.explainer.want(found, conditions.for_released(found))
+                    wanted = conditions.for_released(found)
+                    by_hand = not found.dispatched_by_sluicegate and not self.explainer.shows(
+                        found, "True", wanted.reason)
+                    event = conditions.released_outside_dispatch(pod, wanted) if by_hand else None
+                    self.explainer.want(found, wanted, event=event)
                 continue
             wanted = conditions.for_released(found)
             current = self.explainer.current(found)

@@ -110,7 +110,7 @@ class Compactor:
         cluster = _headroom(self.cluster.total, policy.max_running, policy.quota)
         cluster_rooms: dict[tuple[tuple[str, int], ...], int] = {}  # requests -> room
         out: list[Workload] = []
-        limited: set[str] = set()
+        named: set[str] = set()
         fits = False
         for name in visible:
             queue = setup.queues[name]
@@ -120,12 +120,15 @@ class Compactor:
             rooms: dict[tuple[str, tuple[tuple[str, int], ...]], int] = {}  # (team, requests) -> room
             for shape, line in self.cluster.waiting[name].items():
                 team_name, workflow, limit, asks = shape
+                if team_name:
+                    named.add(team_name)
                 room = rooms.get((team_name, asks))
                 if room is None:
                     room = cluster_rooms.get(asks)
                     if room is None:
                         room = cluster_rooms[asks] = _room(cluster, asks)
-                    room = min(room, self._local_room(name, queue, team_name, asks, limited))
+                    if room > 0:  # else the cluster alone stops it
+                        room = min(room, self._local_room(name, queue, team_name, asks))
                     rooms[(team_name, asks)] = room
                 members = 0
                 if limit is not None and workflow:
@@ -137,7 +140,12 @@ class Compactor:
                     order = queue_order(line[0])
                     if first is None or order < first[0]:
                         first = (order, room, line[0])
-                chosen = line if room >= len(line) else line[: max(1, room + 1)]
+                if room <= 0:
+                    out.append(
+                        self._lowered(line[0], limit - members) if members and limit is not None else line[0]
+                    )
+                    continue
+                chosen = line if room >= len(line) else line[: room + 1]
                 if members and limit is not None:
                     out.extend([self._lowered(w, limit - members) for w in chosen])
                 else:
@@ -148,11 +156,10 @@ class Compactor:
                 # A StrictFIFO queue stops at its first workload that does not fit, unless that
                 # one could never run under the quotas (dispatch passes it over): then any may go.
                 fits = first[1] > 0 or (any_room and self._never(first[2], queue))
-        return out, limited, fits
+        teams = setup.teams
+        return out, {t for t in named if t in teams}, fits
 
-    def _local_room(
-        self, name: str, queue: Queue, team_name: str, asks: tuple[tuple[str, int], ...], limited: set[str]
-    ) -> int:
+    def _local_room(self, name: str, queue: Queue, team_name: str, asks: tuple[tuple[str, int], ...]) -> int:
         """How many workloads of ``team_name`` asking ``asks`` the queue's and the team's limits
         let in now; kept until the usage of either changes."""
         team = self.setup.teams.get(team_name) if team_name else None
@@ -162,8 +169,6 @@ class Compactor:
             queue_scope.version if queue_scope is not None else -1,
             team_scope.version if team_scope is not None else -1,
         )
-        if team is not None:
-            limited.add(team_name)
         cached = self._rooms.get((name, team_name, asks))
         if cached is not None and cached[0] == versions:
             return cached[1]

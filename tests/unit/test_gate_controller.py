@@ -171,6 +171,8 @@ async def test_a_pod_released_by_someone_else_is_counted_and_not_released_again(
     condition = world.api.condition(NS, "p0")
     assert condition is not None and condition["status"] == "True"
     assert "outside dispatch" in condition["message"]
+    warned = [e for e in world.api.events if e["reason"] == "ReleasedOutsideDispatch"]
+    assert [e["regarding"]["name"] for e in warned] == ["p0"]
 
 
 async def test_a_refused_release_is_forgotten_and_decided_again_later(world: World) -> None:
