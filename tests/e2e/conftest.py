@@ -160,6 +160,7 @@ def project(kubectl: Kubectl, running: LocalSluicegate) -> Iterator[Project]:
         project.cleanup()
 
 
+@pytest.fixture
 def scene(cluster: LocalCluster, sluicegate: LocalSluicegate) -> Iterator[Scene]:
     """A dispatch test's own Queues, Teams and namespaces (``tests.e2e.scenes.Scene``), with
     Sluicegate running; cleaned up afterwards, and a Sluicegate process that died fails the test."""

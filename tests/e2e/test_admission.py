@@ -14,6 +14,10 @@ from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, condition, gpu_pod, submitter
 
+# The gate controller runs beside the webhook in these tests; queues that dispatch nothing keep
+# every admitted pod gated, so what admission wrote can be read back as it left it.
+HOLD = 0
+
 
 def vision_world(project: Project) -> tuple[str, str]:
     """Team members alice and group vision-devs; a training queue open to the team, and a
@@ -21,8 +25,8 @@ def vision_world(project: Project) -> tuple[str, str]:
     train, prod = project.name("train"), project.name("prod")
     project.create(
         make_team(project.team, users=["alice"], groups=["vision-devs"]),
-        make_queue(train, teams=[project.team]),
-        make_queue(prod, teams=[project.name("prod-team")]),
+        make_queue(train, teams=[project.team], max_running=HOLD),
+        make_queue(prod, teams=[project.name("prod-team")], max_running=HOLD),
     )
     return train, prod
 

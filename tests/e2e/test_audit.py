@@ -22,6 +22,7 @@ from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
 from audit.identities import Identity, provision, retire
 from audit.loading import Load, Submitted, drive, names, remove
+from audit.naming import AUDIT_TEAM_LABEL, Naming
 from audit.recording import Recorder, recording
 from audit.records import Kind
 from audit.scraping import flow_totals, increase, scrape
@@ -29,6 +30,10 @@ from audit.ungating import ungate
 from audit.watching import Watch
 from controlplane.launching import LocalCluster
 from tests.e2e.conftest import Kubectl, eventually
+
+# Sluicegate runs in this session; these loads stay outside it (their namespaces are not opted in
+# by the team label), so only the bare ungater releases them.
+BARE = Naming(team_label=AUDIT_TEAM_LABEL)
 
 GATE = "sluicegate.dev/dispatch"
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
@@ -97,9 +102,10 @@ def finished(recorder: Recorder, count: int) -> Any:
 def test_forty_pods_over_two_queues_and_teams_drain_four_at_a_time_and_the_record_shows_it(
     credentials: Credentials, loop: Background, identity: Identity
 ) -> None:
-    load = Load(pods=40, queues=names("q", 2), teams=names("team", 2), seconds=1.5, gated=True, concurrency=8)
+    load = Load(pods=40, queues=names("q", 2), teams=names("team", 2), seconds=1.5, gated=True, concurrency=8,
+                naming=BARE)
     before = dispatched_by(loop, credentials)
-    with recording(credentials, selector=load.selector) as recorder:
+    with recording(credentials, naming=BARE, selector=load.selector) as recorder:
         submitted = submit(loop, credentials, load)
         ungater = loop.start(ungate(identity.credentials, cap=4, selector=load.selector))
         try:
@@ -133,9 +139,10 @@ def test_forty_pods_over_two_queues_and_teams_drain_four_at_a_time_and_the_recor
 def test_with_the_cap_lifted_the_check_reports_every_release_over_the_limit(
     cluster: LocalCluster, credentials: Credentials, loop: Background, identity: Identity, tmp_path: Path
 ) -> None:
-    load = Load(pods=12, queues=("solo",), teams=("team0",), seconds=5, gated=True, concurrency=12)
+    load = Load(pods=12, queues=("solo",), teams=("team0",), seconds=5, gated=True, concurrency=12,
+                naming=BARE)
     kubeconfig = identity.credentials.write_kubeconfig(tmp_path / "ungater.kubeconfig")
-    with recording(credentials, selector=load.selector) as recorder:
+    with recording(credentials, naming=BARE, selector=load.selector) as recorder:
         submitted = submit(loop, credentials, load)
         # The bare ungater as its own process, as benchmarks run it, with no cap.
         ungater = subprocess.Popen(

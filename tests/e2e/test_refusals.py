@@ -18,6 +18,10 @@ from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import Kubectl
 from tests.e2e.projects import Project, gpu_pod
 
+# The gate controller runs beside the webhook in these tests; queues that dispatch nothing keep
+# every admitted pod gated, so what admission wrote can be read back as it left it.
+HOLD = 0
+
 NODE_NAME = (
     "spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler once "
     "dispatched; remove spec.nodeName (a nodeSelector or a preset can choose nodes)"
@@ -34,8 +38,8 @@ def world(project: Project) -> dict[str, str]:
     names = {n: project.name(n) for n in ("train", "other", "small", "large")}
     project.create(
         make_team(project.team, users=["alice"], groups=["vision-devs"]),
-        make_queue(names["train"], teams=[project.team]),
-        make_queue(names["other"], teams=[project.team]),
+        make_queue(names["train"], teams=[project.team], max_running=HOLD),
+        make_queue(names["other"], teams=[project.team], max_running=HOLD),
         make_preset(names["small"]).gpus(1).obj(),
         make_preset(names["large"]).gpus(8).obj(),
     )

@@ -22,12 +22,16 @@ from tests.e2e.projects import Project, gpu_pod
 from tests.webhook_builders import ServedApp
 from webhook.certificates import server_context
 
+# The gate controller runs beside the webhook in these tests; queues that dispatch nothing keep
+# every admitted pod gated, so what admission wrote can be read back as it left it.
+HOLD = 0
+
 
 def test_with_the_webhook_stopped_a_managed_pod_is_refused_and_submissions_flow_once_it_is_back(
     project: Project, running: LocalSluicegate
 ) -> None:
     train = project.name("train")
-    project.create(make_queue(train))
+    project.create(make_queue(train, max_running=HOLD))
     project.opt_in(default_queue=train)
     alice = project.user("alice", "vision-devs")
 
@@ -66,7 +70,7 @@ def test_the_running_webhook_answers_garbage_400_and_a_huge_body_413_and_keeps_s
     assert status == 413
 
     train = project.name("train")
-    project.create(make_queue(train))
+    project.create(make_queue(train, max_running=HOLD))
     project.opt_in(default_queue=train)
     project.user("alice").apply(gpu_pod("still-served", project.namespace))
     assert project.pod("still-served")["spec"]["schedulingGates"] == [{"name": keys.GATE}]
@@ -79,7 +83,7 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     train, shape = project.name("train"), project.name("shape")
     project.create(
         make_team(project.team, users=["alice"]),
-        make_queue(train, teams=[project.team]),
+        make_queue(train, teams=[project.team], max_running=HOLD),
         make_preset(shape).requests(cpu="1").obj(),
     )
     project.opt_in(default_queue=train, default_presets=[shape])
@@ -94,7 +98,7 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     project.create(make_preset(shape).requests(cpu="3").obj())
     eventually(lambda: cpu_of_next_pod() == "3", "the changed preset in the next pod")
 
-    project.create(make_queue(train, users=["bob"]))  # no longer open to alice's team
+    project.create(make_queue(train, users=["bob"], max_running=HOLD))  # no longer open to alice's team
 
     def refused() -> str | None:
         result = alice.cluster.kubectl("--as=alice", "-n", project.namespace, "create", "--dry-run=server",
@@ -130,7 +134,7 @@ def test_a_pod_that_a_later_webhook_ungates_is_refused_by_the_final_check(
     project: Project, tmp_path: Path
 ) -> None:
     train = project.name("train")
-    project.create(make_queue(train))
+    project.create(make_queue(train, max_running=HOLD))
     project.opt_in(default_queue=train)
     files = issue(tmp_path, hosts=["127.0.0.1"])
     name = f"zz-ungate-{project.suffix}"  # webhooks are called in name order: after Sluicegate's
