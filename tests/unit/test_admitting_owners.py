@@ -18,6 +18,7 @@ from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import JOB, Admit, Deny, Kind
 from tests.admission_builders import (
+    ARGO,
     JOB_CONTROLLER,
     PodBuilder,
     create,
@@ -35,7 +36,6 @@ NS = make_namespace()
 CATALOG = vision_catalog()
 ALICE = Submitter("alice").to_annotation()
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet")
-ARGO = "system:serviceaccount:argo:argo-workflow-controller"
 FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
 
 
@@ -55,9 +55,17 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
         pytest.param(
             make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
             ARGO,
-            vision_catalog(policy=make_policy(trustedControllers=[ARGO])),
+            vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, ARGO])),
+            FORGED_SUBMITTER,
+            id="a trusted controller that claims a Job owns its pod carries no stamp: only the Job "
+            "controller creates Jobs' pods",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            "system:kube-controller-manager",
+            vision_catalog(policy=make_policy(trustedControllers=["system:kube-controller-manager"])),
             "alice",
-            id="any controller the Policy trusts may carry the stamp",
+            id="the controller manager running as itself creates Jobs' pods too, once trusted",
         ),
         pytest.param(
             make_pod().queue("vision-train").owned_by(JOB),
