@@ -147,34 +147,38 @@ def inject(spec: dict[str, Any]) -> None:
         spec["tolerations"] = [*(spec.get("tolerations") or []), copy.deepcopy(NOT_READY)]
 
 
+def _unique(items: st.SearchStrategy[Any], field: str) -> st.SearchStrategy[list[Any]]:
+    return st.lists(items, max_size=3, unique_by=LIST_KEYS[field])
+
+
+PRESET_POD_FIELDS = {
+    "nodeSelector": maps(st.sampled_from(["x", "y"])),
+    "tolerations": _unique(tolerations, "tolerations"),
+    "affinity": affinity,
+    "priorityClassName": words,
+    "runtimeClassName": words,
+    "volumes": _unique(volumes, "volumes"),
+}
+PRESET_CONTAINER_FIELDS = {
+    "env": _unique(env, "env"),
+    "envFrom": _unique(env_from, "envFrom"),
+    "volumeMounts": _unique(mounts, "volumeMounts"),
+}
+STRATEGIES = st.sampled_from([s.value for s in Strategy])
+PRESET_METADATA = maps(st.sampled_from(["x", "y"]))
+
+
 @st.composite
 def preset_specs(draw: st.DrawFn, strategy: str | None = None) -> dict[str, Any]:
     """A preset's spec as an admin writes it (valid: Preset.parse accepts it)."""
-
-    def unique(items: st.SearchStrategy[Any], field: str) -> st.SearchStrategy[list[Any]]:
-        return st.lists(items, max_size=3, unique_by=LIST_KEYS[field])
-
-    pod_fields = {
-        "nodeSelector": maps(st.sampled_from(["x", "y"])),
-        "tolerations": unique(tolerations, "tolerations"),
-        "affinity": affinity,
-        "priorityClassName": words,
-        "runtimeClassName": words,
-        "volumes": unique(volumes, "volumes"),
-    }
-    container_fields = {
-        "env": unique(env, "env"),
-        "envFrom": unique(env_from, "envFrom"),
-        "volumeMounts": unique(mounts, "volumeMounts"),
-    }
-    annotations = draw(maps(st.sampled_from(["x", "y"])))
+    annotations = draw(PRESET_METADATA)
     if draw(st.booleans()):
         annotations[keys.DEFAULT_CONTAINER_ANNOTATION] = draw(st.sampled_from(CONTAINER_NAMES))
     spec: dict[str, Any] = {
-        "patchStrategy": strategy or draw(st.sampled_from([s.value for s in Strategy])),
-        "metadata": {"labels": draw(maps(st.sampled_from(["x", "y"]))), "annotations": annotations},
-        "pod": {f: draw(s) for f, s in pod_fields.items() if draw(st.booleans())},
-        "container": {f: draw(s) for f, s in container_fields.items() if draw(st.booleans())},
+        "patchStrategy": strategy or draw(STRATEGIES),
+        "metadata": {"labels": draw(PRESET_METADATA), "annotations": annotations},
+        "pod": {f: draw(s) for f, s in PRESET_POD_FIELDS.items() if draw(st.booleans())},
+        "container": {f: draw(s) for f, s in PRESET_CONTAINER_FIELDS.items() if draw(st.booleans())},
     }
     if draw(st.booleans()):
         spec["container"]["resources"] = consistent(draw(resources))
