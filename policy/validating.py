@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from policy import fields
 from policy.fields import Obj
-from policy.quantities import format_amount, parse
+from policy.quantities import parse
 
 
 def overcommitable(resource: str) -> bool:
@@ -46,20 +46,24 @@ def resource_problems(resources: object, subject: str) -> set[str]:
     out = set()
     for name in sorted({*requests, *limits}):
         request, limit = amount(requests.get(name)), amount(limits.get(name))
+        asked, cap = _written(requests.get(name)), _written(limits.get(name))
         if not overcommitable(name):
             if name in requests and name not in limits:
                 out.add(f"{subject} requests {name} without a limit, which {name} needs")
             elif request is not None and limit is not None and request != limit:
                 out.add(
-                    f"{subject} requests {format_amount(request)} {name} but its limit is "
-                    f"{format_amount(limit)}; {name} needs request = limit"
+                    f"{subject} requests {asked} {name} but its limit is {cap}; "
+                    f"{name} needs request = limit"
                 )
         elif request is not None and limit is not None and request > limit:
-            out.add(
-                f"{subject} requests {format_amount(request)} {name}, more than its limit "
-                f"{format_amount(limit)}"
-            )
+            out.add(f"{subject} requests {asked} {name}, more than its limit {cap}")
     return out
+
+
+def _written(value: object) -> str:
+    """A quantity as its author wrote it, cut short when it is absurdly long."""
+    text = str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
 
 
 def problems(pod: Obj) -> frozenset[str]:

@@ -176,7 +176,8 @@ def hostile_pods(
     main = spec["containers"][0]
     resource = draw(st.sampled_from([keys.GPU_RESOURCE, AMD, MIG, None]))
     if resource is not None:
-        amount = draw(st.sampled_from(["1", "8", "0"]))
+        amounts = ["1", "8", "0", "1e999999", "9" * 5000] if tricks else ["1", "8", "0"]
+        amount = draw(st.sampled_from(amounts))
         main.setdefault("resources", {}).setdefault("limits", {})[resource] = amount
     for target, options in ((labels, USER_KEYS), (notes, USER_NOTES)):
         for key, values in options.items():
