@@ -29,14 +29,15 @@ both ``value`` and ``valueFrom``, a volume with two sources). Pod items keep the
 preset's new items follow in the preset's order. Lists inside objects (``affinity``'s terms)
 have no natural key and are taken whole from the winner. Items Kubernetes injected before
 admission (``presets.INJECTED``: the service-account token volume and its mount, tolerations of
-``node.kubernetes.io/`` taints) survive ``replace`` too.
+``node.kubernetes.io/`` taints) survive ``replace`` too, and stay at the end of their list,
+where Kubernetes puts them.
 
 A resource's request and limit move together. When a preset wins (``replace``, ``post_merge``)
 and sets one side, the other side follows where it would contradict it: a GPU (any resource that
 cannot be overcommitted) gets request = limit = the preset's value; for cpu or memory a limit
 below the preset's request rises to it, a request above the preset's limit falls to it. When the
-pod wins (``pre_merge``, ``isnull``), a resource the pod names keeps its pair, and a side the
-preset would fill is left out if it contradicts the pod's other side.
+pod wins (``pre_merge``, ``isnull``), a resource the pod names on either side keeps its pair as
+it is; one it does not name takes the preset's.
 
 The container section applies to the main container: the one named by the annotation
 ``kubectl.kubernetes.io/default-container`` as it reads once every preset's metadata is merged
@@ -129,8 +130,10 @@ def merge_field(kind: FieldKind, name: str, current: Any, value: Any, strategy: 
         return _merge_map(current, value, preset_wins=preset_wins(strategy))
     if kind is FieldKind.LIST:
         if strategy is Strategy.REPLACE:
-            return _replace_list(name, current, value)
-        return _merge_list(name, current, value, preset_wins=strategy is Strategy.POST_MERGE)
+            merged = _replace_list(name, current, value)
+        else:
+            merged = _merge_list(name, current, value, preset_wins=strategy is Strategy.POST_MERGE)
+        return _injected_last(name, merged)
     if strategy is Strategy.ISNULL:
         return thaw(value) if empty(current) else current
     if strategy is Strategy.REPLACE:
@@ -185,33 +188,36 @@ def _map(raw: object) -> Mapping[str, Any]:
 
 
 def _pair_up(resources: dict[str, Any], before: Mapping[str, Mapping[str, Any]], preset: Preset) -> None:
-    """Make each resource the preset names consistent between its request and its limit."""
+    """Make each resource the preset names consistent between its request and its limit.
+
+    When the pod wins, a resource it names on either side keeps its pair as it is: filling in
+    the other side would depend on the amounts, which later presets may change, and the chain
+    would not be idempotent.
+    """
     asked = {part: _map(preset.resources.get(part)) for part in RESOURCE_FIELDS}
     had = {part: _map(before.get(part)) for part in RESOURCE_FIELDS}
     requests, limits = dict_at(resources, "requests"), dict_at(resources, "limits")
     for name in sorted({*asked["requests"], *asked["limits"]}):
         value = asked["limits"].get(name, asked["requests"].get(name))
-        if not overcommitable(name):
-            if preset_wins(preset.strategy) or not (name in had["requests"] or name in had["limits"]):
-                limits[name] = value
-                if name in requests:
-                    requests[name] = value
-            else:
+        if not preset_wins(preset.strategy):
+            if name in had["requests"] or name in had["limits"]:
                 _restore(requests, had["requests"], name)
                 _restore(limits, had["limits"], name)
+            elif not overcommitable(name):
+                limits[name] = value
+            continue
+        if not overcommitable(name):
+            limits[name] = value
+            if name in requests:
+                requests[name] = value
             continue
         request, limit = amount(requests.get(name)), amount(limits.get(name))
         if request is None or limit is None or request <= limit:
             continue
-        if preset_wins(preset.strategy):
-            if name in asked["requests"] and name not in asked["limits"]:
-                limits[name] = requests[name]
-            elif name in asked["limits"] and name not in asked["requests"]:
-                requests[name] = limits[name]
-        elif name not in had["requests"]:
-            del requests[name]
-        elif name not in had["limits"]:
-            del limits[name]
+        if name in asked["requests"] and name not in asked["limits"]:
+            limits[name] = requests[name]
+        elif name in asked["limits"] and name not in asked["requests"]:
+            requests[name] = limits[name]
     for part in RESOURCE_FIELDS:
         if not resources[part] and part not in before:
             del resources[part]
@@ -244,13 +250,44 @@ def _merge_map(current: Any, value: Mapping[str, Any], *, preset_wins: bool) -> 
 
 
 def _replace_list(name: str, current: Any, value: list[Any]) -> list[Any]:
-    """The preset's list, after the items Kubernetes injected that the preset does not redefine."""
+    """The preset's list, plus the items Kubernetes injected that the preset does not redefine.
+
+    For lists that hold injected items the pod's order is kept for items the preset redefines
+    (their order means nothing to Kubernetes), so that replacing after other merges, or again,
+    gives the same list; the preset's other items follow in its order.
+    """
     key_of, injected = LIST_KEYS[name], INJECTED.get(name)
     if injected is None or not isinstance(current, list):
         return thaw(value)  # type: ignore[no-any-return]
-    ours = {key_of(item) for item in value}
-    kept = [i for i in current if isinstance(i, Mapping) and injected(i) and key_of(i) not in ours]
-    return [*kept, *(thaw(item) for item in value)]
+    ours = {key_of(item): item for item in value}
+    out: list[Any] = []
+    placed: set[ListKey] = set()
+    for item in current:
+        if not isinstance(item, Mapping):
+            continue
+        key = key_of(item)
+        if key in ours:
+            if key not in placed:
+                out.append(thaw(ours[key]))
+                placed.add(key)
+        elif injected(item):
+            out.append(item)
+    out.extend(thaw(item) for item in value if key_of(item) not in placed)
+    return out
+
+
+def _injected_last(name: str, items: list[Any]) -> list[Any]:
+    """The list with the items Kubernetes injected moved to its end, each part in its order.
+
+    Kubernetes appends them there itself, and the order of tolerations, volumes and mounts means
+    nothing to it; keeping them apart is what makes a chain of presets idempotent when one
+    ``replace`` drops what a merge added before the injected items.
+    """
+    injected = INJECTED.get(name)
+    if injected is None:
+        return items
+    tail = [i for i in items if isinstance(i, Mapping) and injected(i)]
+    return [i for i in items if not (isinstance(i, Mapping) and injected(i))] + tail
 
 
 def _merge_list(name: str, current: Any, value: list[Any], *, preset_wins: bool) -> list[Any]:

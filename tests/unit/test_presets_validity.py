@@ -70,14 +70,14 @@ def test_a_preset_keeps_the_token_volume_and_mount_kubernetes_added(strategy: st
         as_admitted(),
         make_preset("shm").strategy(strategy).pod("volumes", [SHM]).container("volumeMounts", [SHM_MOUNT]),
     )
-    assert pod["spec"]["volumes"] == [TOKEN, SHM]
-    assert main(pod)["volumeMounts"] == [TOKEN_MOUNT, SHM_MOUNT]
+    assert pod["spec"]["volumes"] == [SHM, TOKEN]
+    assert main(pod)["volumeMounts"] == [SHM_MOUNT, TOKEN_MOUNT]
 
 
 @pytest.mark.parametrize("strategy", ["replace", "isnull", "post_merge", "pre_merge"])
 def test_a_preset_keeps_the_default_tolerations_kubernetes_added(strategy: str) -> None:
     pod = merged(as_admitted(), make_preset("gpu-nodes").strategy(strategy).pod("tolerations", [GPU_TAINT]))
-    assert pod["spec"]["tolerations"] == [NOT_READY, UNREACHABLE, GPU_TAINT]
+    assert pod["spec"]["tolerations"] == [GPU_TAINT, NOT_READY, UNREACHABLE]
 
 
 def test_replace_still_replaces_what_the_user_wrote() -> None:
@@ -85,13 +85,13 @@ def test_replace_still_replaces_what_the_user_wrote() -> None:
         as_admitted().spec("tolerations", [NOT_READY, {"key": "spot", "operator": "Exists"}]),
         make_preset("gpu-nodes").pod("tolerations", [GPU_TAINT]),
     )
-    assert pod["spec"]["tolerations"] == [NOT_READY, GPU_TAINT]
+    assert pod["spec"]["tolerations"] == [GPU_TAINT, NOT_READY]
 
 
 def test_a_preset_may_restate_an_injected_toleration_with_its_own_grace() -> None:
     patient = {**NOT_READY, "tolerationSeconds": 3600}
     pod = merged(as_admitted(), make_preset("patient").pod("tolerations", [patient]))
-    assert pod["spec"]["tolerations"] == [UNREACHABLE, patient]
+    assert pod["spec"]["tolerations"] == [patient, UNREACHABLE]
 
 
 # --- 8. requests and limits stay consistent ---------------------------------------------------
@@ -155,8 +155,14 @@ CPU_REQUEST_2 = make_pod().main("resources", {"requests": {"cpu": "2"}})
         pytest.param(
             CPU_REQUEST_2,
             make_preset("roomy").strategy("isnull").limits(cpu="4"),
-            {"requests": {"cpu": "2"}, "limits": {"cpu": "4"}},
-            id="isnull: a limit above the pod's request is filled in",
+            {"requests": {"cpu": "2"}},
+            id="isnull: a resource the pod names keeps its pair, even where the preset's limit would fit",
+        ),
+        pytest.param(
+            CPU_REQUEST_2,
+            make_preset("roomy").strategy("isnull").limits(memory="4Gi"),
+            {"requests": {"cpu": "2"}, "limits": {"memory": "4Gi"}},
+            id="isnull: a resource the pod does not name takes the preset's",
         ),
     ],
 )
@@ -199,13 +205,13 @@ def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message:
         pytest.param(
             ("spec", "volumes"),
             make_preset("shm").strategy("isnull").pod("volumes", [SHM]),
-            [TOKEN, SHM],
-            id="a volume is added beside the token volume",
+            [SHM, TOKEN],
+            id="a volume is added beside the token volume, which stays last",
         ),
         pytest.param(
             ("main", "volumeMounts"),
             make_preset("shm").strategy("isnull").container("volumeMounts", [SHM_MOUNT]),
-            [TOKEN_MOUNT, SHM_MOUNT],
+            [SHM_MOUNT, TOKEN_MOUNT],
             id="a mount is added beside the token mount",
         ),
         pytest.param(
@@ -213,7 +219,7 @@ def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message:
             make_preset("gpu")
             .strategy("isnull")
             .pod("tolerations", [GPU_TAINT, {**NOT_READY, "tolerationSeconds": 1}]),
-            [NOT_READY, UNREACHABLE, GPU_TAINT],
+            [GPU_TAINT, NOT_READY, UNREACHABLE],
             id="a toleration is added beside the defaults, and one the pod has is kept as it is",
         ),
         pytest.param(
