@@ -79,12 +79,13 @@ def review(
 def is_managed(shape: Obj, catalog: Catalog) -> bool:
     """A pod (or pod template) is managed when it names a queue or presets or asks for a
     managed resource. Raises ``InvalidObject`` when its resource quantities cannot be read."""
+    # Read first, so a pod that names a queue never gets in with quantities no one can read.
+    requests = pod_requests(fields.obj(shape.get("spec")))
     meta = fields.obj(shape.get("metadata"))
     if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
         return True
     if fields.csv(fields.string_map(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
         return True
-    requests = pod_requests(fields.obj(shape.get("spec")))
     return any(amount > 0 and catalog.manages(name) for name, amount in requests.items())
 
 

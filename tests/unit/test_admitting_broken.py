@@ -168,9 +168,16 @@ def test_a_pod_naming_a_queue_with_a_huge_quota_is_refused_with_the_queues_error
     )
 
 
-def test_a_pod_asking_for_more_gpus_than_can_be_held_is_refused() -> None:
-    pod = make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: HUGE}}).obj()
-    assert run(create(pod)) == Deny(
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod(), id="a GPU pod"),
+        pytest.param(make_pod().queue("vision-train"), id="a pod that names its queue too"),
+    ],
+)
+def test_a_pod_asking_for_more_gpus_than_can_be_held_is_refused(pod: PodBuilder) -> None:
+    asking = pod.main("resources", {"limits": {keys.GPU_RESOURCE: HUGE}}).obj()
+    assert run(create(asking)) == Deny(
         "spec.containers[0].resources.limits.nvidia.com/gpu: '1e999999' is not a quantity Sluicegate can hold"
     )
 
