@@ -83,6 +83,7 @@ class Kind:
 POD: Final = Kind("", "v1", "Pod")
 JOB: Final = Kind("batch", "v1", "Job")
 
+
 @dataclass(frozen=True, slots=True)
 class OwnerKind:
     """A kind whose CREATE admission judges too: where its pod template is, and which accounts
