@@ -74,7 +74,7 @@ def test_a_mirror_pod_forged_by_a_user_is_refused(project: Project, train: str) 
     pod = mirror_pod("forged-mirror", project.namespace)
     pod["metadata"]["labels"][keys.TEAM_LABEL] = "someone-else"
     refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
-    assert "spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler" in refusal
+    assert f"annotation {keys.MIRROR_POD_ANNOTATION} marks a mirror pod, which only a node creates" in refusal
     assert project.admin.run("get", "pods", "-o", "name") == ""
 
 
