@@ -53,7 +53,8 @@ def test_an_unknown_queue_is_refused_with_the_queues_to_use(project: Project, wo
     project.opt_in(allowed_queues=[world["train"]])
     refusal = submit(project, gpu_pod("p", project.namespace, **{keys.QUEUE_LABEL: "nope"}))
     assert (
-        f'queue "nope" is not allowed in namespace {project.namespace}; this namespace may use: {world["train"]}'
+        f'queue "nope" is not allowed in namespace {project.namespace}; '
+        f"this namespace may use: {world['train']}"
     ) in refusal
 
 
