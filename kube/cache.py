@@ -23,8 +23,7 @@ from kube.connecting import JSON, Connection
 from kube.reflecting import Change, Reflector
 from kube.resources import NAMESPACES, POLICIES, PRESETS, QUEUES, TEAMS, Resource
 from policy import fields, keys
-from policy.catalog import Catalog
-from policy.fields import InvalidObject
+from policy.catalog import UNREADABLE, Catalog, closed_policy, problem_of
 from policy.model import Namespace, Policy, Queue, Team
 from policy.presets import Preset
 
@@ -40,17 +39,20 @@ class Parsed(Generic[T]):
     name: str
     value: T | None = None
     problem: str = ""
+    raw: JSON | None = None
+    """The object itself, kept only when it cannot be used (a broken Policy's stand-in reads it)."""
 
 
-def parsing(parse: Callable[[JSON], T]) -> Callable[[JSON], Parsed[T]]:
-    """A converter that keeps a parse failure as a value instead of dropping the object."""
+def parsing(kind: str, parse: Callable[[JSON], T]) -> Callable[[JSON], Parsed[T]]:
+    """A converter that keeps a parse failure as a value instead of dropping the object: any
+    error parsing may raise (an absurd quantity included) sets the object apart."""
 
     def convert(obj: JSON) -> Parsed[T]:
         name = str(fields.obj(obj.get("metadata")).get("name") or "")
         try:
             return Parsed(name, parse(obj))
-        except InvalidObject as e:
-            return Parsed(name, None, str(e))
+        except UNREADABLE as e:
+            return Parsed(name, None, problem_of(kind, obj, e), obj)
 
     return convert
 
@@ -64,11 +66,12 @@ class Cache:
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[], None]] = []
         self._catalog: Catalog | None = None
-        self.queues = self.watch(QUEUES, parsing(Queue.parse))
-        self.teams = self.watch(TEAMS, parsing(Team.parse))
-        self.presets = self.watch(PRESETS, parsing(Preset.parse))
+        self._previous: Catalog | None = None
+        self.queues = self.watch(QUEUES, parsing("Queue", Queue.parse))
+        self.teams = self.watch(TEAMS, parsing("Team", Team.parse))
+        self.presets = self.watch(PRESETS, parsing("Preset", Preset.parse))
         # Only the Policy named "cluster" counts; the CRD refuses other names.
-        self.policies = self.watch(POLICIES, parsing(Policy.parse),
+        self.policies = self.watch(POLICIES, parsing("Policy", Policy.parse),
                                    field_selector=f"metadata.name={keys.POLICY_NAME}")
         self.namespaces = self.watch(NAMESPACES, Namespace.parse)
         for reflector in (self.queues, self.teams, self.presets, self.policies):
@@ -147,20 +150,37 @@ class Cache:
         return self._catalog
 
     def _build_catalog(self) -> Catalog:
+        """A broken Policy fails closed: the last valid one stays in force (``_previous``, the
+        catalog built before), and with none known the catalog is closed (see ``policy.catalog``)."""
         invalid: dict[str, str] = {}
         policy = Policy()
+        closed: str | None = None
+        previous = self._previous
         for parsed in self.policies.values():
             if parsed.value is not None:
                 policy = parsed.value
+                continue
+            invalid[f"Policy/{parsed.name}"] = parsed.problem
+            if previous is not None and previous.closed is None:
+                policy = previous.policy
             else:
-                invalid[f"Policy/{parsed.name}"] = parsed.problem
-        return Catalog(
+                closed = parsed.problem
+                policy = closed_policy(parsed.raw or {})
+        catalog = Catalog(
             queues=_by_name("Queue", self.queues.values(), invalid),
             teams=_by_name("Team", self.teams.values(), invalid),
             presets=_by_name("Preset", self.presets.values(), invalid),
             policy=policy,
             invalid=MappingProxyType(invalid),
+            closed=closed,
         )
+        problem = invalid.get(f"Policy/{keys.POLICY_NAME}")
+        if problem:
+            effect = "admission of managed pods is closed" if closed else "the last valid one stays in force"
+            log.warning("Policy %s does not parse; %s", keys.POLICY_NAME, effect,
+                        extra={"fields": {"problem": problem}})
+        self._previous = catalog
+        return catalog
 
     def namespace(self, name: str) -> Namespace | None:
         """The namespace as the cache last saw it."""

@@ -33,26 +33,31 @@ class Who:
         return f"user {self.submitter.user} ({membership})"
 
 
-def teams_of(submitter: Submitter, namespace: Namespace, teams: Mapping[str, Team]) -> frozenset[str]:
+def teams_of(submitter: Submitter, namespace: Namespace, catalog: Catalog) -> frozenset[str]:
     """The teams whose members name the user or one of their groups.
 
     A team with no members counts everyone who may create pods in its namespaces, so the
     namespace's own team counts the submitter when it names none; a namespace's team that has
-    no Team object is treated the same way (no members, no limits).
+    no Team object is treated the same way (no members, no limits). A Team whose spec is
+    broken counts no one: its members cannot be read, and reading them as "none" would let
+    everyone in.
     """
+    teams: Mapping[str, Team] = catalog.teams
     out = {
         team.name
         for team in teams.values()
         if submitter.user in team.members.users or submitter.groups & team.members.groups
     }
     own = namespace.team
-    if own is not None and (own not in teams or teams[own].members.everyone):
+    if own is None or catalog.problem("Team", own) is not None:
+        return frozenset(out)
+    if own not in teams or teams[own].members.everyone:
         out.add(own)
     return frozenset(out)
 
 
-def who(submitter: Submitter, namespace: Namespace, teams: Mapping[str, Team]) -> Who:
-    return Who(submitter, teams_of(submitter, namespace, teams))
+def who(submitter: Submitter, namespace: Namespace, catalog: Catalog) -> Who:
+    return Who(submitter, teams_of(submitter, namespace, catalog))
 
 
 def queue_admits(queue: Queue, person: Who) -> bool:
@@ -116,20 +121,30 @@ def check_queue(
     `` (from preset "a")``; it goes right after the queue's name.
     """
     subject = f'queue "{queue}"{source}'
+    # The namespace's list first, so a refusal never tells a namespace which queues it may not
+    # use exist, nor shows their specs.
+    if not namespace_allows_queue(namespace, queue):
+        return (
+            f"{subject} is not allowed in namespace {namespace.name}; "
+            f"{queue_alternatives(namespace, catalog, person)}"
+        )
     problem = catalog.problem("Queue", queue)
     if problem is not None:
         return f"{subject} is invalid ({problem}); {queue_alternatives(namespace, catalog, person)}"
     found = catalog.queues.get(queue)
     if found is None:
         return f"{subject} does not exist; {queue_alternatives(namespace, catalog, person)}"
-    if not namespace_allows_queue(namespace, queue):
-        return (
-            f"{subject} is not allowed in namespace {namespace.name}; "
-            f"{queue_alternatives(namespace, catalog, person)}"
-        )
     if not queue_admits(found, person):
         return (
-            f"{subject} is not open to {person.describe()}; "
+            f"{subject} is not open to {person.describe()}{_broken_team(namespace, catalog)}; "
             f"{queue_alternatives(namespace, catalog, person)}"
         )
     return None
+
+
+def _broken_team(namespace: Namespace, catalog: Catalog) -> str:
+    """A note for a refusal when the namespace's Team is broken and so counts no one."""
+    own = namespace.team
+    if own is None or catalog.problem("Team", own) is None:
+        return ""
+    return f" (Team {own} is invalid and counts no members until it is fixed)"

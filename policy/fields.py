@@ -85,10 +85,26 @@ def positive(raw: object, where: str) -> int | None:
 
 
 def resources(raw: object, where: str) -> Resources:
+    """A ``{resource: quantity}`` map. Any failure to read a quantity, including one too large
+    to hold (``1e999999``, a number of thousands of digits), is an ``InvalidObject`` naming it."""
+    data = mapping(raw, where)
     try:
-        return parse_resources(mapping(raw, where), where=where)
+        return parse_resources(data, where=where)
     except QuantityError as e:
         raise InvalidObject(str(e)) from e
+    except (ValueError, ArithmeticError) as e:
+        raise InvalidObject(_unreadable(data, where)) from e
+
+
+def _unreadable(data: Obj, where: str) -> str:
+    """Which entry of ``data`` cannot be read, found one entry at a time."""
+    for key, value in data.items():
+        try:
+            parse_resources({key: value}, where=where)
+        except (ValueError, ArithmeticError):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            return f"{where}.{key}: {shown} is not a quantity Sluicegate can hold"
+    return f"{where}: a quantity cannot be read"
 
 
 def name(obj: Obj, kind: str) -> str:

@@ -70,3 +70,16 @@ DISPATCHED_REASON: Final = "Dispatched"
 # Kubernetes' own keys that Sluicegate reads.
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+# Kubernetes' own identities and names that admission recognises.
+NODE_USER_PREFIX: Final = "system:node:"
+NODES_GROUP: Final = "system:nodes"
+JOB_CONTROLLER: Final = "system:serviceaccount:kube-system:job-controller"
+CRONJOB_CONTROLLER: Final = "system:serviceaccount:kube-system:cronjob-controller"
+CONTROLLER_MANAGER: Final = "system:kube-controller-manager"
+SERVICE_ACCOUNT_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
+NODE_TAINT_PREFIX: Final = "node.kubernetes.io/"
+
+RELEASE_VERB: Final = "release"
+"""The RBAC verb on ``queues.sluicegate.dev/<name>`` that lets a person remove the gate by hand."""

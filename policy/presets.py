@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from policy import fields, keys
 from policy.fields import InvalidObject, Obj
-from policy.quantities import QuantityError, parse_resources
+from policy.validating import resource_problems
 
 
 class Strategy(StrEnum):
@@ -68,6 +68,19 @@ LIST_KEYS: Final[Mapping[str, Callable[[Obj], ListKey]]] = MappingProxyType({
     "volumeMounts": lambda m: (str(m.get("mountPath") or ""),),
 })
 """The natural key of each list's items, by the list's field name."""
+
+INJECTED: Final[Mapping[str, Callable[[Obj], bool]]] = MappingProxyType({
+    # DefaultTolerationSeconds adds not-ready and unreachable; every node.kubernetes.io/ taint is
+    # Kubernetes' own node-lifecycle machinery, never a preset's to take away.
+    "tolerations": lambda t: str(t.get("key") or "").startswith(keys.NODE_TAINT_PREFIX),
+    # The ServiceAccount admission plugin's projected token volume and its mount.
+    "volumes": lambda v: str(v.get("name") or "").startswith(keys.SERVICE_ACCOUNT_VOLUME_PREFIX),
+    "volumeMounts": lambda m: (
+        m.get("mountPath") == keys.SERVICE_ACCOUNT_TOKEN_PATH
+        or str(m.get("name") or "").startswith(keys.SERVICE_ACCOUNT_VOLUME_PREFIX)
+    ),
+})
+"""List items that Kubernetes put in the pod before Sluicegate saw it; every strategy keeps them."""
 
 POD_FIELDS: Final[Mapping[str, FieldKind]] = MappingProxyType({
     "nodeSelector": FieldKind.MAP,
@@ -227,15 +240,19 @@ _KEY_NAMES: Final = {
 
 
 def _resources(raw: object, where: str) -> Mapping[str, Mapping[str, Any]]:
+    """Requests and limits, each checked to be quantities; a resource the preset sets on both
+    sides must be consistent by itself (request at most the limit; equal for GPUs)."""
     data = fields.mapping(raw, where)
     _known(data, frozenset(RESOURCE_FIELDS), where)
     out: dict[str, Mapping[str, Any]] = {}
     for part in RESOURCE_FIELDS:
         amounts = fields.mapping(data.get(part), f"{where}.{part}")
-        try:
-            parse_resources(amounts, where=f"{where}.{part}")
-        except QuantityError as e:
-            raise InvalidObject(str(e)) from e
+        fields.resources(amounts, f"{where}.{part}")
         if amounts:
             out[part] = MappingProxyType(dict(amounts))
+    both = set(out.get("requests", {})) & set(out.get("limits", {}))
+    paired = {part: {k: v for k, v in out.get(part, {}).items() if k in both} for part in RESOURCE_FIELDS}
+    problems = resource_problems(paired, where)
+    if problems:
+        raise InvalidObject(min(problems))
     return MappingProxyType(out)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any, Self
 
-from policy import keys, patching
+from policy import keys, marks, patching
 from policy.admitting import review
 from policy.catalog import Catalog
 from policy.model import Namespace
@@ -20,6 +21,14 @@ from policy.reviews import JOB, POD, Admit, Decision, Kind, Operation, Request
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 SLUICEGATE = "system:serviceaccount:sluicegate-system:sluicegate"
+ARGO = "system:serviceaccount:argo:argo-workflow-controller"
+NODE = "system:node:gpu-node-1"
+NODES = "system:nodes"
+
+NOW = datetime(2026, 11, 30, 10, 4, 30, 123456, tzinfo=UTC)
+"""The clock of every admission test: requests are reviewed at this instant."""
+STAMP = marks.admitted_at(NOW)
+"""The admission stamp a pod admitted at ``NOW`` carries: ``2026-11-30T10:04:30.123456Z``."""
 
 
 class PodBuilder:
@@ -67,6 +76,14 @@ class PodBuilder:
              "controller": controller}
         )
         return self
+
+    def stamped(self, value: str = STAMP) -> Self:
+        """The admission stamp, as admission at ``NOW`` writes it unless ``value`` is given."""
+        return self.annotation(keys.ADMITTED_AT_ANNOTATION, value)
+
+    def mirror(self, node: str = "gpu-node-1") -> Self:
+        """A mirror pod's marks: the kubelet's annotation and the node it runs on."""
+        return self.annotation(keys.MIRROR_POD_ANNOTATION, "hash-of-the-static-pod").node_name(node)
 
     def no_labels(self) -> Self:
         self._obj["metadata"].pop("labels", None)
@@ -239,8 +256,11 @@ def make_catalog(
     teams: Iterable[dict[str, Any]] = (),
     presets: Iterable[dict[str, Any]] = (),
     policy: dict[str, Any] | None = None,
+    previous: Catalog | None = None,
 ) -> Catalog:
-    return Catalog.from_objects(queues=queues, teams=teams, presets=presets, policy=policy)
+    return Catalog.from_objects(
+        queues=queues, teams=teams, presets=presets, policy=policy, previous=previous
+    )
 
 
 def create(
@@ -299,6 +319,7 @@ def vision_catalog(
     teams: Iterable[dict[str, Any]] = (),
     presets: Iterable[dict[str, Any]] = (),
     policy: dict[str, Any] | None = None,
+    previous: Catalog | None = None,
 ) -> Catalog:
     """The vision world, with ``queues``/``teams``/``presets`` added (or replaced by name)."""
 
@@ -312,6 +333,7 @@ def vision_catalog(
         teams=merged(vision_teams(), teams),
         presets=merged(vision_presets(), presets),
         policy=policy,
+        previous=previous,
     )
 
 
@@ -334,13 +356,24 @@ def written_by_sluicegate(what: str, key: str) -> str:
     return f"{what} {key} is written by Sluicegate and cannot be set by users ({USER_KEYS})"
 
 
-def run(request: Request, namespace: Namespace | None = None, catalog: Catalog | None = None) -> Decision:
-    """Review ``request`` in the vision world (or the namespace and catalog given)."""
+def run(
+    request: Request,
+    namespace: Namespace | None = None,
+    catalog: Catalog | None = None,
+    *,
+    now: datetime = NOW,
+    may_release: bool = False,
+    owner_creator: Submitter | None = None,
+) -> Decision:
+    """Review ``request`` in the vision world (or the namespace and catalog given) at ``now``."""
     return review(
         request,
         make_namespace() if namespace is None else namespace,
         vision_catalog() if catalog is None else catalog,
         controller=SLUICEGATE,
+        now=now,
+        may_release=may_release,
+        owner_creator=owner_creator,
     )
 
 

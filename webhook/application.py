@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from kube.connecting import KubeError
 from process.probes import Readiness, probe_app
 from webhook.metrics import AdmissionMetrics
-from webhook.reviewing import BadReview, Reviewer, Source, Webhook
+from webhook.reviewing import Authorizer, BadReview, Reviewer, Source, Webhook
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,15 @@ def _errors(metrics: AdmissionMetrics, max_body: int) -> Middleware:
     return errors
 
 
-def build_app(settings: Settings, source: Source, metrics: AdmissionMetrics | None = None) -> web.Application:
+def build_app(
+    settings: Settings,
+    source: Source,
+    metrics: AdmissionMetrics | None = None,
+    authorizer: Authorizer | None = None,
+) -> web.Application:
+    """``authorizer`` answers whether a user may release a queue by hand; without one no one may."""
     metrics = metrics if metrics is not None else AdmissionMetrics()
-    reviewer = Reviewer(source, settings.controller, metrics)
+    reviewer = Reviewer(source, settings.controller, metrics, authorizer)
 
     def endpoint(webhook: Webhook) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:

@@ -14,16 +14,27 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, cast
 
 from policy import admitting, fields, keys
 from policy.catalog import Catalog
 from policy.fields import InvalidObject
+from policy.guarding import release_queue
 from policy.model import Namespace
 from policy.patching import escape
 from policy.pods import Submitter
-from policy.reviews import OWNER_TEMPLATES, AdmissionRequest, Admit, Decision, Deny, Operation, Request
+from policy.reviews import (
+    OWNER_TEMPLATES,
+    AdmissionRequest,
+    Admit,
+    Decision,
+    Deny,
+    MalformedReview,
+    Operation,
+    Request,
+)
 from webhook.denials import reason
 from webhook.metrics import AdmissionMetrics
 
@@ -51,12 +62,20 @@ class Source(Protocol):
     async def current_namespace(self, name: str) -> Namespace: ...
 
 
+class Authorizer(Protocol):
+    """Who may release a queue by hand: ``kube.authorizing.AccessReviews`` in a running server."""
+
+    async def may_release(self, user_info: Mapping[str, Any], queue: str) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Review:
     uid: str
     namespace: str
     dry_run: bool
     request: Request
+    user_info: Mapping[str, Any] = field(default_factory=dict)
+    """``request.userInfo`` as sent (uid and extra included), for access reviews."""
 
     @property
     def object_name(self) -> str:
@@ -93,7 +112,9 @@ def parse_review(body: bytes) -> Review:
     except (TypeError, ValueError, AttributeError, KeyError) as e:
         # Parsing is all from_review does: whatever it trips on is a malformed request.
         raise BadReview(f"AdmissionReview.request: {type(e).__name__}: {e}") from None
-    return Review(uid, namespace, raw.get("dryRun") is True, request)
+    user_info = raw.get("userInfo")
+    return Review(uid, namespace, raw.get("dryRun") is True, request,
+                  user_info if isinstance(user_info, dict) else {})
 
 
 def answer(uid: str, decision: Decision, *, patch: bool) -> dict[str, Any]:
@@ -113,10 +134,24 @@ def answer(uid: str, decision: Decision, *, patch: bool) -> dict[str, Any]:
 class Reviewer:
     """Answers reviews from what ``source`` holds; counts and logs every answer."""
 
-    def __init__(self, source: Source, controller: str, metrics: AdmissionMetrics) -> None:
+    def __init__(
+        self,
+        source: Source,
+        controller: str,
+        metrics: AdmissionMetrics,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.source = source
         self.controller = controller
         self.metrics = metrics
+        self.authorizer = authorizer
+
+    async def _may_release(self, review: Review) -> bool:
+        """Asked only when the request removes a gate; without an authorizer no one may."""
+        queue = release_queue(review.request, self.controller)
+        if queue is None or self.authorizer is None:
+            return False
+        return await self.authorizer.may_release(review.user_info, queue)
 
     async def decide(self, review: Review, webhook: Webhook) -> Decision:
         request = review.request
@@ -124,8 +159,14 @@ class Reviewer:
             namespace = await self.source.current_namespace(review.namespace)
         else:  # the UPDATE rules do not depend on the namespace
             namespace = self.source.namespace(review.namespace) or Namespace(review.namespace)
+        may_release = await self._may_release(review)
         try:
-            decision = admitting.review(request, namespace, self.source.catalog(), controller=self.controller)
+            decision = admitting.review(
+                request, namespace, self.source.catalog(), controller=self.controller,
+                now=datetime.now(UTC), may_release=may_release,
+            )
+        except MalformedReview as e:  # a shape no API server sends
+            raise BadReview(f"AdmissionReview.request: {e}") from None
         except InvalidObject as e:  # policy's word for an object it cannot read
             raise BadReview(f"AdmissionReview.request.object: {e}") from None
         if webhook == "validate" and request.operation is Operation.CREATE:
@@ -146,6 +187,12 @@ class Reviewer:
         self.metrics.answered(request.operation.value, request.kind.kind, result)
         self.metrics.latency.labels(webhook).observe(seconds)
         self._log(review, webhook, decision, result, why, seconds)
+        if isinstance(decision, Admit) and decision.release is not None and webhook == "mutate":
+            release = decision.release
+            log.info("%s released pod %s from queue %s by hand", release.user, release.pod, release.queue,
+                     extra={"fields": {"release": release.pod, "queue": release.queue, "user": release.user,
+                                       "groups": sorted(request.groups), "dryRun": review.dry_run,
+                                       "message": release.message}})
         return answer(review.uid, decision, patch=webhook == "mutate")
 
     def _log(

@@ -11,6 +11,7 @@ from typing import Final
 
 from aiohttp import web
 
+from kube.authorizing import AccessReviews
 from kube.cache import Cache
 from kube.connecting import Connection, KubeError
 from process import logs
@@ -37,7 +38,7 @@ async def serve(settings: Settings) -> None:
     cache = Cache(connection)
     metrics = AdmissionMetrics()
     stopping = asyncio.Event()
-    admission = web.AppRunner(build_app(settings, cache, metrics), access_log=None,
+    admission = web.AppRunner(build_app(settings, cache, metrics, AccessReviews(connection)), access_log=None,
                               shutdown_timeout=settings.shutdown_seconds)
     operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                                shutdown_timeout=settings.shutdown_seconds)

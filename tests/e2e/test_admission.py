@@ -116,8 +116,9 @@ POD_SHAPE = {
     [
         pytest.param("replace", {"pool": "preset", "zone": "z"}, [("A", "preset"), ("B", "preset")], ["k2"],
                      {"cpu": "2", "memory": "1Gi"}, id="replace: the preset's lists, its map values win"),
-        pytest.param("isnull", {"pool": "pod", "zone": "z"}, [("A", "pod"), ("C", "pod")], ["k1"],
-                     {"cpu": "1", "memory": "1Gi"}, id="isnull: only what the pod left empty"),
+        pytest.param("isnull", {"pool": "pod", "zone": "z"}, [("A", "pod"), ("C", "pod"), ("B", "preset")],
+                     ["k1", "k2"], {"cpu": "1", "memory": "1Gi"},
+                     id="isnull: only what the pod left empty, lists item by item"),
         pytest.param("post_merge", {"pool": "preset", "zone": "z"}, [("A", "preset"), ("C", "pod"),
                      ("B", "preset")], ["k1", "k2"], {"cpu": "2", "memory": "1Gi"},
                      id="post_merge: merged, the preset wins"),

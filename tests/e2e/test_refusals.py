@@ -52,9 +52,14 @@ def submit(project: Project, pod: dict[str, Any]) -> str:
 
 
 def test_an_unknown_queue_is_refused_with_the_queues_to_use(project: Project, world: dict[str, str]) -> None:
+    # Outside the namespace's allowed list an unknown queue reads like any queue it may not use,
+    # so refusals do not reveal which queues exist.
     project.opt_in(allowed_queues=[world["train"]])
     refusal = submit(project, gpu_pod("p", project.namespace, **{keys.QUEUE_LABEL: "nope"}))
-    assert f'queue "nope" does not exist; this namespace may use: {world["train"]}' in refusal
+    assert (
+        f'queue "nope" is not allowed in namespace {project.namespace}; '
+        f"this namespace may use: {world['train']}"
+    ) in refusal
 
 
 def test_a_queue_the_namespace_does_not_allow_is_refused(project: Project, world: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import Admit
 from tests.admission_builders import (
+    STAMP,
     PodBuilder,
     admit,
     admitted,
@@ -113,13 +114,6 @@ GATE = [{"name": keys.GATE}]
             False,
             id="default presets alone do not make a pod managed",
         ),
-        pytest.param(
-            make_pod().gpus(1).queue("vision-train").annotation(keys.MIRROR_POD_ANNOTATION, "abc"),
-            NS,
-            CATALOG,
-            False,
-            id="a mirror pod records a static pod the kubelet already runs and is left alone",
-        ),
     ],
 )
 def test_which_pods_are_managed(
@@ -142,13 +136,17 @@ def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> 
     assert decision == Admit(
         (
             {"op": "add", "path": "/metadata/labels/sluicegate.dev~1team", "value": "vision"},
-            {"op": "add", "path": "/metadata/annotations", "value": {keys.SUBMITTER_ANNOTATION: ALICE}},
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {keys.SUBMITTER_ANNOTATION: ALICE, keys.ADMITTED_AT_ANNOTATION: STAMP},
+            },
             {"op": "add", "path": "/spec/schedulingGates", "value": GATE},
         )
     )
     assert isinstance(decision, Admit)
     expected = make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1).submitter("alice")
-    assert apply(pod, decision.patch) == expected.gated().obj()
+    assert apply(pod, decision.patch) == expected.stamped().gated().obj()
 
 
 def test_a_pod_without_labels_gets_the_whole_map_and_its_other_gates_stay() -> None:

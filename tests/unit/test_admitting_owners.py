@@ -18,6 +18,7 @@ from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import CRONJOB, JOB, Admit, Deny, Kind
 from tests.admission_builders import (
+    ARGO,
     JOB_CONTROLLER,
     PodBuilder,
     create,
@@ -35,7 +36,6 @@ NS = make_namespace()
 CATALOG = vision_catalog()
 ALICE = Submitter("alice").to_annotation()
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet")
-ARGO = "system:serviceaccount:argo:argo-workflow-controller"
 FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
 
 
@@ -55,9 +55,17 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
         pytest.param(
             make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
             ARGO,
-            vision_catalog(policy=make_policy(trustedControllers=[ARGO])),
+            vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, ARGO])),
+            FORGED_SUBMITTER,
+            id="a trusted controller that claims a Job owns its pod carries no stamp: only the Job "
+            "controller creates Jobs' pods",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            "system:kube-controller-manager",
+            vision_catalog(policy=make_policy(trustedControllers=["system:kube-controller-manager"])),
             "alice",
-            id="any controller the Policy trusts may carry the stamp",
+            id="the controller manager running as itself creates Jobs' pods too, once trusted",
         ),
         pytest.param(
             make_pod().queue("vision-train").owned_by(JOB),
@@ -326,3 +334,52 @@ def test_a_cronjobs_user_reaches_its_jobs_and_their_pods() -> None:
     assert Submitter.from_annotation(job_template["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]) == (
         Submitter("alice", frozenset({"vision-devs"}))
     )
+
+    # The Job controller creates the pods, stamp included: they are alice's, gated.
+    pod = dict(job_template)
+    pod["metadata"] = {
+        **job_template["metadata"],
+        "name": "nightly-1-abcde",
+        "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "nightly-1", "uid": "j", "controller": True}
+        ],
+    }
+    decision = run(create(pod, JOB_CONTROLLER, "system:serviceaccounts"))
+    assert isinstance(decision, Admit)
+    admitted = apply(pod, decision.patch)
+    assert admitted["metadata"]["labels"][keys.QUEUE_LABEL] == "vision-train"
+    assert admitted["spec"]["schedulingGates"] == [{"name": keys.GATE}]
+
+
+def stamped_job(owner_kind: str, submitter: Submitter) -> dict[str, Any]:
+    template = make_pod().queue("vision-train").gpus(1).template()
+    template["metadata"].setdefault("annotations", {})[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+    job = make_job(template, name="nightly-1")
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": owner_kind, "name": "nightly", "uid": "u", "controller": True}
+    ]
+    return job
+
+
+def test_a_job_claiming_a_cronjob_owner_passes_on_no_stamp_unless_the_cronjob_controller_made_it() -> None:
+    # A trusted account that creates Jobs from users' manifests (Argo's, say) is not the cronjob
+    # controller: its Job's stamp naming someone else is a forgery.
+    trusted = [CRONJOB_CONTROLLER, JOB_CONTROLLER, ARGO]
+    catalog = vision_catalog(policy=make_policy(trustedControllers=trusted))
+    decision = run(create(stamped_job("CronJob", Submitter("alice")), ARGO, kind=JOB), catalog=catalog)
+    assert isinstance(decision, Deny)
+    assert keys.SUBMITTER_ANNOTATION in decision.message
+
+
+def test_the_cronjob_controller_passes_on_no_stamp_for_a_job_owned_by_a_job() -> None:
+    # The cronjob controller creates Jobs for CronJobs, never for Jobs.
+    decision = run(create(stamped_job("Job", Submitter("alice")), CRONJOB_CONTROLLER, kind=JOB))
+    assert isinstance(decision, Deny)
+    assert keys.SUBMITTER_ANNOTATION in decision.message
+
+
+def test_an_untrusted_cronjob_controller_passes_on_no_stamp() -> None:
+    catalog = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER]))
+    job = stamped_job("CronJob", Submitter("alice"))
+    decision = run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=catalog)
+    assert isinstance(decision, Deny)

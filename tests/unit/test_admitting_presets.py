@@ -7,17 +7,23 @@ sre's, research is bob's (see ``tests.admission_builders``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from policy import keys
 from policy.catalog import Catalog
+from policy.reviews import Admit, Deny
 from tests.admission_builders import (
     PodBuilder,
     admit,
     admitted,
+    create,
     make_namespace,
     make_pod,
     make_policy,
+    make_preset,
+    run,
     vision_catalog,
 )
 
@@ -57,7 +63,17 @@ def test_a_namespace_default_preset_counts_as_allowed() -> None:
         pytest.param(
             make_pod().queue("vision-train").workflow("w1", 2).presets("sweep"),
             "2",
-            id="the pod's own workflow limit wins",
+            id="the pod may ask for fewer than the preset's workflow limit",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").workflow("w1", 1000).presets("sweep"),
+            "4",
+            id="the pod may not ask for more: an admin's workflow limit is a ceiling",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").workflow("w1").presets("sweep", "tight-sweep"),
+            "2",
+            id="of two presets' workflow limits the tighter holds",
         ),
         pytest.param(
             make_pod().queue("vision-train").label("workflows.argoproj.io/workflow", "w1").presets("sweep"),
@@ -70,7 +86,10 @@ def test_a_namespace_default_preset_counts_as_allowed() -> None:
     ],
 )
 def test_a_presets_workflow_limit(pod: PodBuilder, limit: str | None) -> None:
-    catalog = vision_catalog(policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow"]))
+    catalog = vision_catalog(
+        presets=[make_preset("tight-sweep").workflow_max_running(2).obj()],
+        policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow"]),
+    )
     notes = admitted(pod.obj(), NS, catalog)["metadata"]["annotations"]
     assert notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION) == limit
 
@@ -135,10 +154,10 @@ def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow
         ),
         pytest.param(
             make_pod().queue("vision-train"),
-            vision_catalog(policy=make_policy(maxRunning=-1)),
-            "the Policy is invalid and its defaults apply: "
+            vision_catalog(policy=make_policy(maxRunning=-1), previous=CATALOG),
+            "the Policy is invalid and the last valid one stays in force: "
             "Policy cluster: spec.maxRunning: must not be negative, got -1",
-            id="a broken Policy",
+            id="a broken Policy, while the last valid one stays in force",
         ),
     ],
 )
@@ -146,3 +165,81 @@ def test_warnings_point_out_what_has_no_effect(pod: PodBuilder, catalog: Catalog
     _, decision = admit(pod.obj(), NS, catalog)
     assert decision.warnings == (warning,)
 
+
+# --- 11. a user's workflow limit never beats the admin's ---------------------------------------
+
+
+def test_a_namespace_default_presets_workflow_limit_caps_the_pods_own() -> None:
+    namespace = make_namespace(default_presets=["sweep"])
+    pod, decision = admit(make_pod().queue("vision-train").workflow("w1", 1000).obj(), namespace)
+    assert pod["metadata"]["annotations"][keys.WORKFLOW_MAX_RUNNING_ANNOTATION] == "4"
+    assert decision.warnings == (
+        'annotation sluicegate.dev/workflow-max-running lowered from 1000 to 4: preset "sweep" lets a '
+        "workflow run at most 4 pods at once",
+    )
+    _, again = admit(pod, namespace)
+    assert again.patch == () and again.warnings == ()
+
+
+# --- 10. the main container is the one the pod names once the presets are merged ---------------
+
+
+def test_a_preset_that_names_the_main_container_gives_it_the_gpus_once_and_for_all() -> None:
+    catalog = vision_catalog(
+        presets=[
+            make_preset("trainer-gpu").annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer").gpus(2).obj()
+        ]
+    )
+    pod = make_pod().container("trainer").presets("trainer-gpu").queue("vision-train").obj()
+    once, decision = admit(pod, NS, catalog)
+    assert decision.warnings == ()
+    containers = once["spec"]["containers"]
+    assert "resources" not in containers[0]
+    assert containers[1]["resources"] == {
+        "requests": {keys.GPU_RESOURCE: "2"},
+        "limits": {keys.GPU_RESOURCE: "2"},
+    }
+    _, again = admit(once, NS, catalog)
+    assert again.patch == ()
+
+
+# --- 8. a merge that would leave the pod invalid is refused, naming the preset ----------------
+
+SCRATCH_MOUNT = {"name": "data", "mountPath": "/data"}
+
+
+@pytest.mark.parametrize(
+    ("pod", "preset", "message"),
+    [
+        pytest.param(
+            make_pod()
+            .spec("volumes", [{"name": "data", "emptyDir": {}}])
+            .main("volumeMounts", [SCRATCH_MOUNT]),
+            make_preset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]),
+            'preset "shm" (patchStrategy replace) would make the pod invalid: container "main" mounts '
+            'volume "data" at /data, which spec.volumes does not have; ask a platform administrator to '
+            "fix the preset",
+            id="replacing the volumes a container mounts",
+        ),
+        pytest.param(
+            make_pod(),
+            make_preset("mounts").strategy("post_merge").container("volumeMounts", [SCRATCH_MOUNT]),
+            'preset "mounts" (patchStrategy post_merge) would make the pod invalid: container "main" mounts '
+            'volume "data" at /data, which spec.volumes does not have; ask a platform administrator to '
+            "fix the preset",
+            id="mounting a volume nobody defines",
+        ),
+    ],
+)
+def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
+    pod: PodBuilder, preset: Any, message: str
+) -> None:
+    catalog = vision_catalog(presets=[preset.obj()])
+    name = preset.obj()["metadata"]["name"]
+    decision = run(create(pod.queue("vision-train").presets(name).obj()), NS, catalog)
+    assert decision == Deny(message)
+
+
+def test_a_pod_already_invalid_is_not_blamed_on_a_preset() -> None:
+    pod = make_pod().queue("vision-train").presets("connections").main("volumeMounts", [SCRATCH_MOUNT])
+    assert isinstance(run(create(pod.obj())), Admit)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from policy import keys
 from policy.admitting import review
-from policy.reviews import JOB, Admit, Decision, Deny, Kind, Request
+from policy.guarding import release_queue
+from policy.reviews import JOB, Admit, Decision, Deny, Kind, Release, Request
 from tests.admission_builders import (
+    NOW,
     SLUICEGATE,
     PodBuilder,
     make_job,
@@ -25,7 +28,7 @@ ADMITTED = (
 
 
 def run(request: Request) -> Decision:
-    return review(request, make_namespace(), vision_catalog(), controller=SLUICEGATE)
+    return review(request, make_namespace(), vision_catalog(), controller=SLUICEGATE, now=NOW)
 
 
 def changed(builder: PodBuilder, change: Any) -> dict[str, Any]:
@@ -134,3 +137,98 @@ def test_other_kinds_are_not_guarded() -> None:
     old = {"metadata": {"labels": {keys.QUEUE_LABEL: "a"}}}
     new = {"metadata": {"labels": {keys.QUEUE_LABEL: "b"}}}
     assert run(update(old, new, "alice", kind=deployment)) == Admit()
+
+
+# --- 13. break glass: removing the gate by hand, for those allowed to release the queue -------
+
+BREAK_GLASS = "oncall"
+
+
+def ungate_and(change: Any) -> Any:
+    def both(pod: dict[str, Any]) -> None:
+        ungate(pod)
+        change(pod)
+
+    return both
+
+
+@pytest.mark.parametrize(
+    ("change", "may_release", "outcome"),
+    [
+        pytest.param(
+            ungate,
+            True,
+            Admit(release=Release("vision-ml/train-0", "vision-train", BREAK_GLASS)),
+            id="someone allowed to release the queue removes the gate, and the release is reported",
+        ),
+        pytest.param(
+            ungate,
+            False,
+            Deny(
+                "only Sluicegate's controller may remove the scheduling gate sluicegate.dev/dispatch; "
+                "the pod starts when its queue dispatches it"
+            ),
+            id="everyone else still may not",
+        ),
+        pytest.param(
+            ungate_and(relabel),
+            True,
+            Deny(
+                "label sluicegate.dev/queue cannot be changed on a pod once it exists: only Sluicegate's "
+                "controller may change sluicegate.dev/ labels and annotations"
+            ),
+            id="releasing by hand does not open Sluicegate's keys",
+        ),
+        pytest.param(touch_own_label, True, Admit(), id="a change that keeps the gate is no release"),
+    ],
+)
+def test_break_glass(change: Any, may_release: bool, outcome: Admit | Deny) -> None:
+    request = update(ADMITTED.obj(), changed(ADMITTED, change), BREAK_GLASS)
+    decision = review(
+        request, make_namespace(), vision_catalog(), controller=SLUICEGATE, now=NOW, may_release=may_release
+    )
+    assert decision == outcome
+
+
+def test_a_release_by_hand_says_who_and_which_queue() -> None:
+    release = Release("vision-ml/train-0", "vision-train", BREAK_GLASS)
+    assert release.message == (
+        "oncall removed the scheduling gate sluicegate.dev/dispatch by hand (allowed to release queue "
+        "vision-train); the pod counts as running in its queue"
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_of", "queue"),
+    [
+        pytest.param(
+            lambda: update(ADMITTED.obj(), changed(ADMITTED, ungate), BREAK_GLASS),
+            "vision-train",
+            id="removing the gate needs release on the pod's queue",
+        ),
+        pytest.param(
+            lambda: update(ADMITTED.obj(), changed(ADMITTED, touch_own_label), BREAK_GLASS),
+            None,
+            id="a change that keeps the gate needs nothing",
+        ),
+        pytest.param(
+            lambda: update(ADMITTED.obj(), changed(ADMITTED, ungate), SLUICEGATE),
+            None,
+            id="the controller needs nothing",
+        ),
+        pytest.param(
+            lambda: replace(
+                update(ADMITTED.obj(), changed(ADMITTED, ungate), BREAK_GLASS), subresource="status"
+            ),
+            None,
+            id="a subresource needs nothing",
+        ),
+        pytest.param(
+            lambda: update(make_pod().gated().obj(), make_pod().obj(), BREAK_GLASS),
+            None,
+            id="a gated pod without a queue cannot be released by hand",
+        ),
+    ],
+)
+def test_which_queue_the_webhook_asks_about(request_of: Any, queue: str | None) -> None:
+    assert release_queue(request_of(), SLUICEGATE) == queue

@@ -1,0 +1,92 @@
+"""Who created a pod, and on whose behalf: nodes and their mirror pods, controllers and stamps.
+
+- A mirror pod is the API's record of a static pod a kubelet already runs. Only a node creates
+  one: the request's user is ``system:node:<name>`` in the group ``system:nodes``, and the pod is
+  bound to that node. Anyone else's pod carrying the mirror annotation is an ordinary pod.
+- A pod created by a controller for an owner whose CREATE admission judged (``reviews.OWNERS``)
+  is submitted by whoever created the owner: admission stamped them on the owner's pod template.
+  The stamp counts only when the pod's creator is one of the controllers that really create that
+  kind's pods and the Policy trusts it. The same holds one level up: a Job whose controller owner
+  is a CronJob carries the CronJob's stamp when the cronjob controller created it. Otherwise an
+  owner object's stamp never counts: it is judged as the account that creates it.
+- When the webhook knows who created the owner (it judged that CREATE itself), the stamp must
+  name that person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from policy import fields, keys
+from policy.fields import Obj
+from policy.model import Policy
+from policy.pods import Submitter
+from policy.reviews import OWNERS, POD, Deny, Kind, Request
+
+
+def node_of(request: Request) -> str | None:
+    """The node's name when a node made the request, else None."""
+    user = request.user
+    if keys.NODES_GROUP in request.groups and user.startswith(keys.NODE_USER_PREFIX):
+        return user.removeprefix(keys.NODE_USER_PREFIX) or None
+    return None
+
+
+def is_mirror_pod(request: Request) -> bool:
+    """A real mirror pod: created by a node, carrying the mirror annotation, bound to that node."""
+    if request.kind != POD:
+        return False
+    node = node_of(request)
+    meta = fields.obj(request.object.get("metadata"))
+    notes = fields.string_map(meta.get("annotations"))
+    bound = fields.obj(request.object.get("spec")).get("nodeName")
+    return node is not None and keys.MIRROR_POD_ANNOTATION in notes and bound == node
+
+
+def controller_owner(meta: Obj) -> Kind | None:
+    """The kind of the object's controller ownerReference, if it has one."""
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
+            return Kind(group, version, str(ref.get("kind") or ""))
+    return None
+
+
+def honours_stamp(request: Request, meta: Obj, policy: Policy) -> Kind | None:
+    """The owner kind whose stamp this object (a pod, or a Job a CronJob owns) may carry, or None
+    when any stamp is the creator's own writing: the object must be of the kind the owner's
+    controllers create, its creator one of them and trusted by the Policy."""
+    owner = controller_owner(meta)
+    row = OWNERS.get(owner) if owner is not None else None
+    if row is None or row.creates != request.kind or request.user not in row.controllers:
+        return None
+    if request.user not in policy.trusted_controllers:
+        return None
+    return owner
+
+
+def submitter_of(
+    request: Request, policy: Policy, owner_creator: Submitter | None = None
+) -> Submitter | Deny:
+    """Who a pod CREATE is submitted by (see the module's rules).
+
+    ``owner_creator`` is who created the pod's owner when the webhook knows it. A pod whose
+    stamp is not honoured is submitted by its creator; a stamp it carries is then refused as
+    written by hand, unless it names the creator.
+    """
+    meta = fields.obj(request.object.get("metadata"))
+    owner = honours_stamp(request, meta, policy)
+    if owner is None:
+        return request.creator
+    raw = fields.string_map(meta.get("annotations")).get(keys.SUBMITTER_ANNOTATION)
+    stamped = Submitter.from_annotation(raw) if raw else None
+    if owner_creator is None:
+        return stamped or request.creator
+    if raw is not None and stamped != owner_creator:
+        named = f"user {stamped.user}" if stamped is not None else f'"{raw}"'
+        return Deny(
+            f"annotation {keys.SUBMITTER_ANNOTATION} names {named}, but the {owner.kind} that "
+            f"owns this pod was created by user {owner_creator.user}"
+        )
+    return owner_creator

@@ -1,0 +1,74 @@
+"""The mark admission leaves on every managed pod, and how dispatch recognises it.
+
+At a managed pod's CREATE, admission writes the team label, the queue label, the submitter and
+``sluicegate.dev/admitted-at``: the moment of admission, RFC 3339 in UTC with microseconds
+(``2026-11-30T10:04:30.123456Z``), which orders work first-in first-out more finely than
+``creationTimestamp``'s seconds. Users can write none of these: admission refuses them at CREATE
+on every pod of an opted-in namespace, and on UPDATE from everyone but the controller.
+
+So a pod that carries the mark went through Sluicegate's admission, and only such pods count
+for dispatch (``counts_for_dispatch``): a pod admission left alone (an unmanaged pod, a mirror
+pod) never makes a group "running", uses quota or fills a queue, whatever labels it carries.
+
+Admission is reinvoked on its own output within the same request, a moment later: a stamp no
+older than ``REINVOCATION_WINDOW`` (and no more than ``CLOCK_SKEW`` ahead, for webhook replicas
+whose clocks differ) is taken as admission's own and kept; any other is refused as written by
+hand. A stamp written by hand within that window is indistinguishable from admission's own;
+it can move a pod ahead of work admitted at most that long before it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from policy import keys
+from policy.pods import Pod
+
+ADMITTED_AT_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+REINVOCATION_WINDOW: Final = timedelta(seconds=30)
+"""A webhook call lasts at most 30 s (the longest timeoutSeconds Kubernetes allows), and the API
+server reinvokes within the same request, right after the other webhooks."""
+CLOCK_SKEW: Final = timedelta(seconds=5)
+
+
+def utc(now: datetime) -> datetime:
+    """``now`` in UTC; a naive time is taken to be UTC already."""
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+def admitted_at(now: datetime) -> str:
+    """The stamp for a pod admitted at ``now``."""
+    return utc(now).strftime(ADMITTED_AT_FORMAT)
+
+
+def parse_admitted_at(raw: str | None) -> datetime | None:
+    """The time in a stamp written exactly as ``admitted_at`` writes it, else None."""
+    if not raw:
+        return None
+    try:
+        when = datetime.strptime(raw, ADMITTED_AT_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return when if admitted_at(when) == raw else None
+
+
+def fresh(raw: str | None, now: datetime) -> bool:
+    """A stamp admission itself wrote on this request: well-formed and close to ``now``."""
+    when = parse_admitted_at(raw)
+    if when is None:
+        return False
+    now = utc(now)
+    return now - REINVOCATION_WINDOW <= when <= now + CLOCK_SKEW
+
+
+def counts_for_dispatch(pod: Pod) -> bool:
+    """Admission marked this pod: it has a team, a queue and a well-formed admission stamp.
+
+    The controller passes only such pods to ``workloads.build_workloads``.
+    """
+    return bool(
+        pod.team
+        and pod.queue
+        and parse_admitted_at(pod.annotations.get(keys.ADMITTED_AT_ANNOTATION)) is not None
+    )

@@ -1,0 +1,221 @@
+"""Forged identities: mirror pods only nodes create, and stamps only the right controller carries.
+
+The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
+vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
+sre's (see ``tests.admission_builders``). Mallory is nobody's member.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from policy import keys
+from policy.catalog import Catalog
+from policy.model import Namespace
+from policy.patching import apply
+from policy.pods import Submitter
+from policy.reviews import JOB, Admit, Deny, Request
+from tests.admission_builders import (
+    ARGO,
+    JOB_CONTROLLER,
+    NODE,
+    NODES,
+    PodBuilder,
+    create,
+    create_job,
+    make_job,
+    make_namespace,
+    make_pod,
+    make_policy,
+    run,
+    vision_catalog,
+    written_by_sluicegate,
+)
+
+NS = make_namespace()
+CATALOG = vision_catalog()
+FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
+FORGED_MIRROR = (
+    "annotation kubernetes.io/config.mirror marks a mirror pod, which only a node creates for a "
+    "static pod it runs; remove the annotation"
+)
+TRUSTS_ARGO = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, ARGO]))
+
+# A GPU pod dressed as a mirror pod: bound to a node, in a queue alice may not use, with a team
+# label of the team that owns that queue.
+DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL, "prod").mirror()
+
+
+# --- 1. mirror pods -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "user", "groups", "outcome"),
+    [
+        pytest.param(
+            DRESSED_AS_MIRROR,
+            NODE,
+            (NODES,),
+            Admit(),
+            id="a node's mirror pod is the record of a static pod it runs and is left unchanged",
+        ),
+        pytest.param(
+            DRESSED_AS_MIRROR,
+            "alice",
+            ("vision-devs",),
+            Deny(FORGED_MIRROR),
+            id="a user's pod dressed as a mirror pod is refused, not waved through ungated",
+        ),
+        pytest.param(
+            DRESSED_AS_MIRROR,
+            "system:serviceaccount:vision-ml:default",
+            ("system:serviceaccounts",),
+            Deny(FORGED_MIRROR),
+            id="so is a service account's",
+        ),
+        pytest.param(
+            DRESSED_AS_MIRROR,
+            NODE,
+            (),
+            Deny(FORGED_MIRROR),
+            id="a node's user name without the system:nodes group is no node",
+        ),
+        pytest.param(
+            make_pod().gpus(8).queue("prod-train").mirror("gpu-node-2"),
+            NODE,
+            (NODES,),
+            Deny(FORGED_MIRROR),
+            id="a node creates mirror pods only for itself",
+        ),
+        pytest.param(
+            make_pod().requests(cpu="1").mirror(),
+            "alice",
+            (),
+            Admit(),
+            id="a CPU pod with the annotation is none of Sluicegate's business",
+        ),
+    ],
+)
+def test_only_a_node_creates_mirror_pods(
+    pod: PodBuilder, user: str, groups: tuple[str, ...], outcome: Admit | Deny
+) -> None:
+    assert run(create(pod.obj(), user, *groups)) == outcome
+
+
+# --- 3. a stamp counts only from the controller that really owns the kind --------------------
+
+
+CLAIMS_A_JOB_OWNER = {
+    "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "x", "uid": "u", "controller": True}
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("submitted", "catalog"),
+    [
+        pytest.param(
+            create(make_pod().queue("vision-train").owned_by(JOB).submitter("pat").obj(), ARGO),
+            TRUSTS_ARGO,
+            id="a trusted Argo creating a pod that claims a Job owner cannot pass on a stamp",
+        ),
+        pytest.param(
+            create_job(
+                make_job(make_pod().queue("prod-train").submitter("pat").template())
+                | {"metadata": {"name": "train", "namespace": "vision-ml", **CLAIMS_A_JOB_OWNER}},
+                ARGO,
+            ),
+            TRUSTS_ARGO,
+            id="a Job is judged as whoever creates it: a stamp on its own template never counts",
+        ),
+        pytest.param(
+            create_job(make_job(make_pod().queue("prod-train").submitter("pat").template()), JOB_CONTROLLER),
+            CATALOG,
+            id="not even when the Job controller itself creates the Job",
+        ),
+    ],
+)
+def test_a_claimed_owner_is_not_trusted(submitted: Request, catalog: Catalog) -> None:
+    assert run(submitted, NS, catalog) == Deny(FORGED_SUBMITTER)
+
+
+# --- 7. stamps are checked wherever admission sees them ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "namespace", "outcome"),
+    [
+        pytest.param(
+            make_job(make_pod().gpus(8).queue("prod-train").submitter("pat").template()),
+            make_namespace(team=None),
+            Deny(FORGED_SUBMITTER),
+            id="a Job stamped with someone else's name is refused in a namespace not yet opted in",
+        ),
+        pytest.param(
+            make_job(make_pod().gpus(8).submitter("alice").template()),
+            make_namespace(team=None),
+            Admit(),
+            id="the creator's own stamp there is accepted and nothing is added",
+        ),
+        pytest.param(
+            make_job(make_pod().gpus(8).template()),
+            make_namespace(team=None),
+            Admit(),
+            id="an unstamped Job there is left alone",
+        ),
+    ],
+)
+def test_a_stamp_is_checked_in_every_namespace(
+    job: dict[str, object], namespace: Namespace, outcome: Admit
+) -> None:
+    assert run(create_job(job), namespace) == outcome
+
+
+def job_pod() -> PodBuilder:
+    """A GPU pod the Job controller creates for a Job."""
+    return make_pod().queue("vision-train").gpus(1).owned_by(JOB)
+
+
+@pytest.mark.parametrize(
+    ("pod", "creator", "outcome"),
+    [
+        pytest.param(
+            job_pod().submitter("alice"),
+            Submitter("mallory"),
+            "annotation sluicegate.dev/submitter names user alice, but the Job that owns this pod "
+            "was created by user mallory",
+            id="a stamp that does not name the Job's known creator is refused",
+        ),
+        pytest.param(
+            job_pod().submitter("alice"),
+            Submitter("alice"),
+            "alice",
+            id="a stamp naming the known creator counts",
+        ),
+        pytest.param(
+            job_pod(),
+            Submitter("dave", frozenset({"vision-devs"})),
+            "dave",
+            id="an unstamped pod of a Job whose creator is known is judged as that creator",
+        ),
+    ],
+)
+def test_a_stamp_is_judged_against_the_owners_known_creator(
+    pod: PodBuilder, creator: Submitter, outcome: str
+) -> None:
+    decision = run(create(pod.obj(), JOB_CONTROLLER), NS, CATALOG, owner_creator=creator)
+    if isinstance(decision, Deny):
+        assert decision.message == outcome
+        return
+    notes = apply(pod.obj(), decision.patch)["metadata"]["annotations"]
+    submitter = Submitter.from_annotation(notes[keys.SUBMITTER_ANNOTATION])
+    assert submitter is not None and submitter.user == outcome
+
+
+def test_a_known_owner_creator_means_nothing_for_a_pod_a_user_creates_directly() -> None:
+    pod = make_pod().queue("vision-train").gpus(1).owned_by(JOB).obj()
+    decision = run(create(pod, "alice"), NS, CATALOG, owner_creator=Submitter("pat"))
+    assert isinstance(decision, Admit)
+    notes = apply(pod, decision.patch)["metadata"]["annotations"]
+    assert Submitter.from_annotation(notes[keys.SUBMITTER_ANNOTATION]) == Submitter("alice")
