@@ -119,6 +119,7 @@ class GateController:
         metrics: ControllerMetrics,
         *,
         policy_exists: Callable[[], bool] = lambda: False,
+        belongs: Callable[[str, str], bool] = lambda namespace, team: True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -126,6 +127,9 @@ class GateController:
         self.connection = connection
         self.pods = pods
         self.catalog = catalog
+        self.belongs = belongs
+        """Whether a namespace is opted in to a team: pods of other namespaces count for nothing,
+        whatever labels they carry (the webhook never saw them)."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -234,7 +238,8 @@ class GateController:
     def cycle(self) -> Decision:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
-        managed = dict(self.pods.items())
+        belongs = self.belongs
+        managed = {uid: p for uid, p in self.pods.items() if belongs(p.pod.namespace, p.pod.team)}
         snapshot = self.snapshots.build(managed.values(), self.catalog(), now)
         decision = decide(snapshot, self.turns)
         self.turns = decision.turns

@@ -20,6 +20,7 @@ from typing import Final
 
 from policy import fields, keys
 from policy.fields import Obj
+from policy.marks import counts_for_dispatch
 from policy.pods import Pod
 
 LABEL_SELECTOR: Final = f"{keys.QUEUE_LABEL},{keys.TEAM_LABEL}"
@@ -41,6 +42,10 @@ class ManagedPod:
     gates: tuple[str, ...] = ()
     has_annotations: bool = True
     condition: Dispatched | None = None
+    marked: bool = True
+    """Admission marked it (``policy.marks.counts_for_dispatch``): only such pods count for dispatch,
+    so a pod whose Sluicegate keys were written by hand (before its namespace opted in) counts for
+    nothing and is never released."""
 
     @property
     def uid(self) -> str:
@@ -69,4 +74,5 @@ def managed_pod(obj: Obj) -> ManagedPod:
         if c.get("type") == keys.CONDITION:
             condition = Dispatched(str(c.get("status") or ""), str(c.get("reason") or ""),
                                    str(c.get("message") or ""))
-    return ManagedPod(pod, gates, isinstance(meta.get("annotations"), Mapping), condition)
+    return ManagedPod(pod, gates, isinstance(meta.get("annotations"), Mapping), condition,
+                      counts_for_dispatch(pod))

@@ -52,7 +52,8 @@ async def serve(settings: Settings) -> None:
     metrics = ControllerMetrics()
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
-                                policy_exists=lambda: len(cache.policies) > 0)
+                                policy_exists=lambda: len(cache.policies) > 0,
+                                belongs=lambda ns, team: _team_of(cache, ns) == team)
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
@@ -138,3 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("cannot run: %s", e)
         return 1
     return 0
+
+
+def _team_of(cache: Cache, namespace: str) -> str | None:
+    """The team a namespace is opted in to, as the cache last saw it (None: not opted in)."""
+    found = cache.namespace(namespace)
+    return found.team if found is not None else None

@@ -38,7 +38,7 @@ class SnapshotBuilder:
         kept: dict[str, tuple[Pod, Workload]] = {}
         groups: dict[str, list[Pod]] = {}
         out: list[Workload] = []
-        for pod in self.assumed.apply(pods):
+        for pod in self.assumed.apply(p for p in pods if p.marked):
             if pod.group:
                 groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
                 continue

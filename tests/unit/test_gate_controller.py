@@ -24,7 +24,7 @@ NS = "vision"
 
 
 def gated_pod(name: str, queue: str = "train", created: float = 0.0) -> MakePod:
-    return (MakePod(NS, name).queue(queue).team("vision").gpus(1).gated().created(created)
+    return (MakePod(NS, name).queue(queue).team("vision").gpus(1).gated().created(created).admitted(created)
             .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":[]}'))
 
 
@@ -283,3 +283,29 @@ async def test_only_changes_that_can_alter_a_decision_or_an_explanation_wake_the
     assert change(gated_pod("p9"), gated_pod("p9").priority(5)) == 1  # a pending pod's order changed
     other = gated_pod("p9").ungated()
     assert change(gated_pod("p9"), other) == 1  # released by someone else: counted from now on
+
+
+async def test_a_pod_whose_sluicegate_keys_admission_never_wrote_counts_for_nothing(world: World) -> None:
+    """Labels and a team written by hand (on a pod that predates its namespace's opt-in) without
+    admission's stamp: the pod is neither released nor counted against the queue's two slots."""
+    forged = MakePod(NS, "forged").queue("train").team("vision").gpus(1).gated().created(0)
+    world.submit(forged, *(gated_pod(f"p{i}", created=i + 1) for i in range(3)))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}
+    assert "forged" in world.api.gated()
+
+
+async def test_a_pod_of_a_namespace_that_never_opted_in_counts_for_nothing(world: World) -> None:
+    """Queue and team labels written by hand in a namespace without the team label (the webhook
+    never saw the pod), even with an admission stamp: neither released nor taking a slot."""
+    world.controller.belongs = lambda namespace, team: namespace == NS and team == "vision"
+    jumper = (MakePod("elsewhere", "jumper").queue("train").team("vision").gpus(1).gated()
+              .created(0).admitted(0))
+    world.submit(jumper, *(gated_pod(f"p{i}", created=i + 1) for i in range(3)))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}
+    assert "jumper" in world.api.gated()
