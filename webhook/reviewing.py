@@ -169,6 +169,8 @@ class Reviewer:
             raise BadReview(f"AdmissionReview.request: {e}") from None
         except InvalidObject as e:  # policy's word for an object it cannot read
             raise BadReview(f"AdmissionReview.request.object: {e}") from None
+        except RecursionError:  # JSON that parses, nested deeper than any pod an API server sends
+            raise BadReview("AdmissionReview.request.object: nested too deeply") from None
         if webhook == "validate" and request.operation is Operation.CREATE:
             return _still_as_admitted(review, decision)
         return decision

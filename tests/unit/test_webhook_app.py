@@ -160,6 +160,19 @@ async def test_a_malformed_body_is_answered_400_with_what_is_wrong(
                   result="invalid") == 1
 
 
+async def test_a_pod_nested_deeper_than_any_api_server_sends_is_answered_400_not_500(
+    client: TestClient[Any, Any],
+) -> None:
+    pod = make_pod().gpus(1).obj()
+    pod["spec"]["x"] = json.loads("[" * 900 + "]" * 900)
+    response = await client.post("/mutate", data=body(review(pod, kind=POD)))
+    assert response.status == 400
+    assert (await response.json())["error"].endswith("nested too deeply")
+
+    answer = await post(client, "/mutate", review(make_pod().gpus(1).obj(), kind=POD))
+    assert answer["allowed"] is True
+
+
 async def test_a_body_over_the_bound_is_answered_413_and_the_server_keeps_serving(
     client: TestClient[Any, Any],
 ) -> None:
