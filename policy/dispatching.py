@@ -26,7 +26,8 @@ next call and reports ``usage``. The rules, as DESIGN.md states them:
   queue's turn anyway, so the other queues keep their rotation. A starving head that does not
   fit holds what it needs; the rest of a BestEffortFIFO queue keeps flowing around it.
 * A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist
-  and agree on their queue and workflow; such a group does not block a StrictFIFO queue.
+  and agree on their queue, workflow and size; such a group does not block a StrictFIFO queue.
+  Gated pods of a running group are stragglers only up to its size (``workloads``).
 * Each release is counted at once, so one decision never releases more than the limits allow.
   Running workloads count toward every limit; finished ones do not count at all.
 

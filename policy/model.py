@@ -272,12 +272,13 @@ class Workload:
     workflow_max_running: int | None = None  # the smallest its pods carry
     group_size: int = 1
     disagreement: str = ""  # why a group's pods cannot go as one, e.g. they name two queues
+    surplus: str = ""  # gated pods beyond the size of their running group: never released as such
 
     @property
     def complete(self) -> bool:
         """A pod group is released only when every one of its pods exists and they agree on
-        their queue and workflow."""
-        return len(self.pods) >= self.group_size and not self.disagreement
+        their queue, workflow and size."""
+        return len(self.pods) >= self.group_size and not self.disagreement and not self.surplus
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ not fit in that final state, so the answer read is the one that applies now.
 The reason is the first that applies, in this order: for work that can never run under the
 current limits, the reason of the quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or
 ``GlobalQuota``) with a message that says so and by how much, since nothing else matters
-while that holds; ``GroupIncomplete``; then the four layers of limits (workflow, queue, team,
-cluster); then ``HeldForPriority``; and else ``WaitingTurn`` (the workload would fit, but
-stands behind a StrictFIFO queue's blocked head). ``impossible()`` counts the work that can
-never run, per queue.
+while that holds (gated pods beyond the size of their running group come first of all, with
+``WaitingTurn``: they wait for one of the group's pods to end); ``GroupIncomplete``; then the
+four layers of limits (workflow, queue, team, cluster); then ``HeldForPriority``; and else
+``WaitingTurn`` (the workload would fit, but stands behind a StrictFIFO queue's blocked head).
+``impossible()`` counts the work that can never run, per queue.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class Waiting(Mapping[str, Wait]):
             for line in self._lines.values():  # released work fits every quota: never counted
                 if self._all_possible(line):
                     continue
-                count = sum(1 for w in line.order if not possible(w, line))
+                count = sum(1 for w in line.order if not w.surplus and not possible(w, line))
                 if count:
                     counts[line.name] = count
             self._impossible = counts
@@ -144,6 +145,8 @@ class Waiting(Mapping[str, Wait]):
     def explain(self, w: Workload, line: Line) -> tuple[Reason, str]:
         """The reason and message for ``w``, a pending workload of ``line`` that stays."""
         snapshot = self._snapshot
+        if w.surplus:
+            return Reason.WAITING_TURN, f"{w.surplus}: waits for one of them to end"
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, snapshot)
             assert never is not None
@@ -169,6 +172,8 @@ class Waiting(Mapping[str, Wait]):
     def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
         """The reason alone (and the hold, when one is the reason): no message is formatted."""
         ledger = self._ledger
+        if w.surplus:
+            return Reason.WAITING_TURN, None
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, self._snapshot)
             assert never is not None
@@ -281,7 +286,7 @@ def _queue_answers_for(w: Workload) -> bool:
     """Whether a queue's uniform answer is ``w``'s too, if ``w`` could ever run: nothing of its
     own (an incomplete or disagreeing group, a workflow limit) comes before the queue's layer.
     A fast path for deep, full queues."""
-    return w.workflow_max_running is None and len(w.pods) >= w.group_size and not w.disagreement
+    return w.workflow_max_running is None and w.complete
 
 
 class _Items(ItemsView[str, Wait]):

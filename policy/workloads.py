@@ -36,16 +36,21 @@ def _workflow_limit(pods: Iterable[Pod]) -> int | None:
 
 
 def _disagreement(pods: tuple[Pod, ...]) -> str:
-    """Why a group's pods cannot be released as one workload: they name different queues or
-    workflows. Empty when they agree."""
-    for what, values in (("queues", {p.queue for p in pods}), ("workflows", {p.workflow for p in pods})):
+    """Why a group's pods cannot be released as one workload: they name different queues,
+    workflows or group sizes. Empty when they agree."""
+    sizes = {p.annotations.get(keys.GROUP_SIZE_ANNOTATION, "").strip() for p in pods if p.group}
+    for what, values in (
+        ("queues", {p.queue for p in pods}),
+        ("workflows", {p.workflow for p in pods}),
+        ("group sizes", sizes),
+    ):
         if len(values) > 1:
             names = ", ".join(sorted(v or "(none)" for v in values))
             return f"its pods name different {what}: {names}"
     return ""
 
 
-def workload_of(key: str, pods: tuple[Pod, ...]) -> Workload:
+def workload_of(key: str, pods: tuple[Pod, ...], surplus: str = "") -> Workload:
     """The workload of ``pods`` (one pod, or every pod of a group).
 
     It counts the requests of its live pods only: a terminal pod frees its requests, as
@@ -68,7 +73,40 @@ def workload_of(key: str, pods: tuple[Pod, ...]) -> Workload:
         workflow_max_running=_workflow_limit(pods) if workflow else None,
         group_size=group_size if first.group and group_size else len(pods),
         disagreement=_disagreement(pods) if len(pods) > 1 else "",
+        surplus=surplus,
     )
+
+
+def _group_workloads(key: str, members: list[Pod]) -> list[Workload]:
+    """The workloads of one pod group's pods.
+
+    A group none of whose pods was released is one pending workload. A group whose released
+    pods have all ended is finished: its gated pods form a new pending workload that goes through
+    every limit. A running group (a released pod still live) takes its gated pods along as
+    stragglers, oldest first, only while its live released pods and they stay within its size
+    and only when all its live pods agree (queue, workflow, size); the others wait in a pending
+    workload of their own (key ``<group key>/joining``) that is never released as such: it says
+    the group already has its size (``surplus``) or names the disagreement.
+    """
+    pods = tuple(members)
+    gated = sorted((p for p in pods if p.gated), key=lambda p: (p.created, p.name))
+    released = tuple(p for p in pods if not p.gated)
+    live = [p for p in released if not p.terminal]
+    if not released or not gated:
+        return [workload_of(key, pods)]
+    if not live:
+        return [workload_of(f"{key}/ended", released), workload_of(key, tuple(gated))]
+    first = min(live, key=lambda p: (p.created, p.name))
+    size = fields.positive_int(first.annotations.get(keys.GROUP_SIZE_ANNOTATION, "")) or len(live)
+    disagreement = _disagreement((*live, *gated))
+    room = 0 if disagreement else max(size - len(live), 0)
+    joining, held = gated[:room], tuple(gated[room:])
+    out = [workload_of(key, (*released, *joining))]
+    if held:
+        surplus = f"group {first.group} already has {len(live) + len(joining)}/{size} pods released"
+        waits = workload_of(f"{key}/joining", held, "" if disagreement else surplus)
+        out.append(replace(waits, disagreement=disagreement) if disagreement else waits)
+    return out
 
 
 def build_workloads(pods: Iterable[Pod]) -> list[Workload]:
@@ -86,7 +124,8 @@ def build_workloads(pods: Iterable[Pod]) -> list[Workload]:
             groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
         else:
             out.append(workload_of(pod.key, (pod,)))
-    out.extend(workload_of(key, tuple(members)) for key, members in groups.items())
+    for key, members in groups.items():
+        out.extend(_group_workloads(key, members))
     return _one_limit_per_workflow(out)
 
 

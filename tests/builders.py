@@ -350,11 +350,10 @@ def workloads(*pods: MakePod | Pod) -> list[Workload]:
     """The workloads of ``pods`` as the controller builds them, in the order of their first pod."""
     parsed = [p.model() if isinstance(p, MakePod) else p for p in pods]
     built = build_workloads(parsed)
-    first = {}
+    first: dict[str, int] = {}
     for i, pod in enumerate(parsed):
-        group = f"{pod.namespace}/group:{pod.group}" if pod.group else pod.key
-        first.setdefault(group, i)
-    return sorted(built, key=lambda w: first[w.key])
+        first.setdefault(pod.key, i)
+    return sorted(built, key=lambda w: min(first[p.key] for p in w.pods))
 
 
 def snapshot(

@@ -6,10 +6,11 @@ import pytest
 
 from policy.dispatching import dispatch
 from policy.fields import InvalidObject
+from policy.keys import Reason
 from policy.model import State
 from policy.pods import Pod
 from policy.usage import QueueUsage, Usage, tally
-from tests.builders import T0, MakePod, MakeQueue, MakeTeam, snapshot, workloads
+from tests.builders import T0, MakePod, MakePolicy, MakeQueue, MakeTeam, snapshot, workloads
 
 GPU = "nvidia.com/gpu"
 
@@ -188,3 +189,56 @@ DISAGREEING = [
 def test_a_group_whose_pods_disagree_is_never_complete(pods: list[MakePod], says: str) -> None:
     (w,) = workloads(*(p.group("g", 2).gated() for p in pods))
     assert (w.disagreement, w.complete) == (says, not says)
+
+
+def test_a_group_whose_pods_all_ended_does_not_let_new_pods_of_that_name_skip_the_limits() -> None:
+    pods = [
+        MakePod("ml", "old").queue("a").group("g", 2).gpus(1).finished(),
+        MakePod("ml", "new0").queue("a").group("g", 2).gpus(8).gated(),
+        MakePod("ml", "new1").queue("a").group("g", 2).gpus(8).gated(),
+    ]
+    queue = MakeQueue("a").paused().max_running(0).quota(gpus=1)
+    decision = dispatch(snapshot(pods, [queue], policy=MakePolicy().quota(gpus=1).max_running(0)))
+    assert (decision.stragglers, decision.release) == ((), ())
+    assert decision.waiting.reason("ml/group:g") is Reason.QUEUE_QUOTA  # can never fit: says so
+    fits = dispatch(snapshot(pods, [MakeQueue("a")]))
+    assert [w.key for w in fits.release] == ["ml/group:g"] and fits.stragglers == ()
+
+
+def test_pods_beyond_the_size_of_a_running_group_wait_for_their_turn() -> None:
+    pods = [MakePod("ml", "g0").queue("a").group("g", 1).gpus(1).running()]
+    pods += [MakePod("ml", f"x{i}").queue("a").group("g", 1).gpus(8).gated().created(i) for i in range(5)]
+    decision = dispatch(snapshot(pods, [MakeQueue("a")]))
+    assert (decision.stragglers, decision.release) == ((), ())
+    wait = decision.waiting["ml/group:g/joining"]
+    assert (wait.reason, wait.message) == (
+        Reason.WAITING_TURN, "group g already has 1/1 pods released: waits for one of them to end")
+
+
+def test_a_running_group_takes_stragglers_only_up_to_its_size_oldest_first() -> None:
+    pods = [MakePod("ml", "g0").queue("a").group("g", 3).running(),
+            MakePod("ml", "g1").queue("a").group("g", 3).finished()]  # fmt: skip
+    pods += [MakePod("ml", f"x{i}").queue("a").group("g", 3).gated().created(i) for i in range(4)]
+    decision = dispatch(snapshot(pods, [MakeQueue("a")]))
+    assert [p.name for p in decision.stragglers] == ["x0", "x1"]
+    assert decision.waiting.reason("ml/group:g/joining") is Reason.WAITING_TURN
+
+
+def test_a_straggler_naming_another_queue_stays_gated_and_says_why() -> None:
+    pods = [MakePod("ml", "g0").queue("a").group("g", 2).gpus(1).running(),
+            MakePod("ml", "g1").queue("b").group("g", 2).gpus(1).gated()]  # fmt: skip
+    decision = dispatch(snapshot(pods, [MakeQueue("a"), MakeQueue("b").paused()]))
+    assert (decision.stragglers, decision.release) == ((), ())
+    wait = decision.waiting["ml/group:g/joining"]
+    says = "group g: its pods name different queues: a, b"
+    assert (wait.reason, wait.message) == (Reason.GROUP_INCOMPLETE, says)
+
+
+def test_pods_of_one_group_that_disagree_on_its_size_are_not_released() -> None:
+    pods = [MakePod("ml", "g0").queue("a").group("g", 2).gpus(1).gated(),
+            MakePod("ml", "g1").queue("a").group("g", 3).gpus(1).gated()]  # fmt: skip
+    decision = dispatch(snapshot(pods, [MakeQueue("a")]))
+    assert decision.release == ()
+    wait = decision.waiting["ml/group:g"]
+    says = "group g: its pods name different group sizes: 2, 3"
+    assert (wait.reason, wait.message) == (Reason.GROUP_INCOMPLETE, says)
