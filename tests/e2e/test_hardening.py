@@ -25,10 +25,12 @@ GATE_REMOVED = f"only Sluicegate's controller may remove the scheduling gate {ke
 
 @pytest.fixture
 def train(project: Project) -> str:
-    """A queue open to the project's team (alice, group vision-devs); the namespace opted in."""
+    """A queue open to the project's team (alice, group vision-devs); the namespace opted in. It
+    dispatches nothing (the gate controller runs beside the webhook), so a pod keeps its gate
+    until someone releases it by hand."""
     queue = project.name("train")
     project.create(make_team(project.team, users=["alice"], groups=["vision-devs"]),
-                   make_queue(queue, teams=[project.team]))
+                   make_queue(queue, teams=[project.team], max_running=0))
     project.opt_in(default_queue=queue)
     return queue
 
