@@ -85,7 +85,7 @@ def team_of(obj: JSON) -> str:
 async def test_the_store_follows_list_then_watch_by_uid(
     cluster: LocalCluster, connection: Connection
 ) -> None:
-    run = uuid.uuid4().hex[:8]
+    run = "r" + uuid.uuid4().hex[:8]  # a letter first: YAML never reads it as a number
     namespaces(cluster, run, f"refl-{run}-a", team="one")
     reflector = Reflector(connection, NAMESPACES, team_of, label_selector=f"e2e-run={run}")
     changes: list[Change[str]] = []
@@ -130,7 +130,7 @@ async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_
 ) -> None:
     # The local API server keeps no watch cache for PodTemplates, so their watches are served
     # by etcd, which forgets what it compacted, as a long-running cluster's watch cache does.
-    run = uuid.uuid4().hex[:8]
+    run = "r" + uuid.uuid4().hex[:8]  # a letter first: YAML never reads it as a number
     podtemplates(cluster, run, a="one")
     reflector = Reflector(connection, PODTEMPLATES, team_of, label_selector=f"e2e-run={run}")
     try:
@@ -149,7 +149,7 @@ async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_
 async def test_an_object_the_converter_cannot_read_is_left_out_and_the_watch_goes_on(
     cluster: LocalCluster, connection: Connection
 ) -> None:
-    run = uuid.uuid4().hex[:8]
+    run = "r" + uuid.uuid4().hex[:8]  # a letter first: YAML never reads it as a number
     reflector = Reflector(connection, NAMESPACES, team_of, label_selector=f"e2e-run={run}")
     try:
         async with running(reflector):
