@@ -193,11 +193,19 @@ def make_preset(name: str) -> PresetBuilder:
 
 
 def make_queue(
-    name: str, *, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()
+    name: str, *, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = (),
+    max_running: int | None = 0,
 ) -> dict[str, Any]:
+    """A Queue of priority 10 open to ``teams``, ``users`` and ``groups`` (everyone when none).
+
+    It dispatches nothing by default (``maxRunning: 0``): admission does not read the limit, and
+    on a cluster where the gate controller runs, the pods stay exactly as admission stored them
+    for the test to read back. ``max_running=None`` is unlimited."""
     access = {"teams": list(teams), "users": list(users), "groups": list(groups)}
-    return {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name},
-            "spec": {"priority": 10, "access": {k: v for k, v in access.items() if v}}}
+    spec: dict[str, Any] = {"priority": 10, "access": {k: v for k, v in access.items() if v}}
+    if max_running is not None:
+        spec["maxRunning"] = max_running
+    return {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
 def make_team(name: str, *, users: Iterable[str] = (), groups: Iterable[str] = ()) -> dict[str, Any]:

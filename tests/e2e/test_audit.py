@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
 from audit.identities import Identity, provision, retire
 from audit.loading import Load, Submitted, drive, names, remove
+from audit.naming import AUDIT_TEAM_LABEL, SLUICEGATE
 from audit.recording import Recorder, recording
 from audit.records import Kind
 from audit.scraping import flow_totals, increase, scrape
@@ -31,6 +33,9 @@ from controlplane.launching import LocalCluster
 from tests.e2e.conftest import Kubectl, eventually
 
 GATE = "sluicegate.dev/dispatch"
+# The auditor's own team label on namespaces: Sluicegate (which may run in the same session)
+# leaves these namespaces alone, and the bare ungater is the only one to release their pods.
+UNMANAGED = replace(SLUICEGATE, team_label=AUDIT_TEAM_LABEL)
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
 # Bounds for waiting on the whole drain, not performance targets: 40 pods of 1.5 s, 4 at a
 # time, take about 15 s on an idle machine.
@@ -97,9 +102,10 @@ def finished(recorder: Recorder, count: int) -> Any:
 def test_forty_pods_over_two_queues_and_teams_drain_four_at_a_time_and_the_record_shows_it(
     credentials: Credentials, loop: Background, identity: Identity
 ) -> None:
-    load = Load(pods=40, queues=names("q", 2), teams=names("team", 2), seconds=1.5, gated=True, concurrency=8)
+    load = Load(pods=40, queues=names("q", 2), teams=names("team", 2), seconds=1.5, gated=True, concurrency=8,
+                naming=UNMANAGED)
     before = dispatched_by(loop, credentials)
-    with recording(credentials, selector=load.selector) as recorder:
+    with recording(credentials, selector=load.selector, naming=UNMANAGED) as recorder:
         submitted = submit(loop, credentials, load)
         ungater = loop.start(ungate(identity.credentials, cap=4, selector=load.selector))
         try:
@@ -133,9 +139,10 @@ def test_forty_pods_over_two_queues_and_teams_drain_four_at_a_time_and_the_recor
 def test_with_the_cap_lifted_the_check_reports_every_release_over_the_limit(
     cluster: LocalCluster, credentials: Credentials, loop: Background, identity: Identity, tmp_path: Path
 ) -> None:
-    load = Load(pods=12, queues=("solo",), teams=("team0",), seconds=5, gated=True, concurrency=12)
+    load = Load(pods=12, queues=("solo",), teams=("team0",), seconds=5, gated=True, concurrency=12,
+                naming=UNMANAGED)
     kubeconfig = identity.credentials.write_kubeconfig(tmp_path / "ungater.kubeconfig")
-    with recording(credentials, selector=load.selector) as recorder:
+    with recording(credentials, selector=load.selector, naming=UNMANAGED) as recorder:
         submitted = submit(loop, credentials, load)
         # The bare ungater as its own process, as benchmarks run it, with no cap.
         ungater = subprocess.Popen(
