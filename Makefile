@@ -69,6 +69,10 @@ CONTAINER ?= podman
 image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
 	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
 
+.PHONY: bench-webhook
+bench-webhook: binaries ## admission reviews/s and latency, and the webhook's cost to pod creates (own cluster)
+	$(BIN)/python -m benchmarks.admission
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up

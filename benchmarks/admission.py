@@ -9,7 +9,9 @@ a queue, a preset and an opted-in namespace whose default queue and preset apply
    GPU pod (no queue: the namespace's default; a default preset merged) by an aiohttp client
    with N keep-alive connections for a fixed time. Reported: reviews per second, and latency
    p50/p99 as the client saw it (its own share of the two cores included) and as the server
-   measured it (the ``ms`` of each decision's log line).
+   measured it (the ``ms`` of each decision's log line: parse to decision, without HTTP), and
+   the webhook process's CPU time per review (``/proc``), whose inverse is the rate one CPU of
+   this machine could sustain for it: a figure the client's share of the cores does not blur.
 2. **Pod creates through the API server**: rounds that create the same GPU pods with C requests
    in flight, alternating between the opted-in namespace (the API server calls the mutating and
    the validating webhook) and a namespace without the team label (it calls neither). Pods in
@@ -90,6 +92,12 @@ def review_body() -> bytes:
     }).encode()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -113,6 +121,7 @@ async def reviews(sluicegate: LocalSluicegate, concurrency: int, seconds: float)
             async with session.post(url, data=body) as r:
                 await r.read()
         offset = log.stat().st_size
+        cpu = cpu_seconds(sluicegate.pid("webhook"))
         deadline = time.perf_counter() + seconds
 
         async def worker() -> None:
@@ -126,11 +135,13 @@ async def reviews(sluicegate: LocalSluicegate, concurrency: int, seconds: float)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
+        cpu = cpu_seconds(sluicegate.pid("webhook")) - cpu
     with log.open() as f:
         f.seek(offset)
         server = [json.loads(line)["ms"] / 1000 for line in f if '"webhook": "mutate"' in line]
     return {
         "rate": len(latencies) / elapsed,
+        "cpu": cpu / len(latencies),
         "client_p50": percentile(latencies, 0.50), "client_p99": percentile(latencies, 0.99),
         "server_p50": percentile(server, 0.50), "server_p99": percentile(server, 0.99),
     }
@@ -169,7 +180,7 @@ async def pod_rates(cluster: LocalCluster, pods: int, rounds: int, concurrency: 
         sample = await c.get(PODS.path(namespace=MANAGED))
     assert not sample["items"]
     ratios = [w / m for w, m in zip(without_rates, with_rates, strict=True)]
-    return {"with": with_rates, "without": without_rates, "ratio": statistics.median(ratios)}
+    return {"with": with_rates, "without": without_rates, "ratios": ratios}
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -204,16 +215,21 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 time.sleep(0.2)
             print("\nAdmissionReviews on loopback (one webhook process, TLS, keep-alive)")
-            print(" connections   reviews/s   client p50   client p99   server p50   server p99")
+            print(" connections   reviews/s   client p50   client p99   server p50   server p99"
+                  "   webhook CPU/review   reviews/s per CPU")
             for n in (int(x) for x in args.concurrency.split(",")):
                 r = asyncio.run(reviews(sluicegate, n, args.seconds))
                 ms = [r[k] * 1e3 for k in ("client_p50", "client_p99", "server_p50", "server_p99")]
-                print(f" {n:>11} {r['rate']:>11.0f}" + "".join(f" {v:>10.2f}ms" for v in ms))
-            rates = asyncio.run(pod_rates(cluster, args.pods, args.rounds, args.in_flight))
-            print(f"\nPod creates through the API server ({args.pods} per round, {args.in_flight} in flight)")
-            print(" with the webhook:    " + ", ".join(f"{r:.0f}/s" for r in rates["with"]))
-            print(" without the webhook: " + ", ".join(f"{r:.0f}/s" for r in rates["without"]))
-            print(f" slowdown (median of per-round without/with): {rates['ratio']:.2f}x")
+                print(f" {n:>11} {r['rate']:>11.0f}" + "".join(f" {v:>10.2f}ms" for v in ms)
+                      + f" {r['cpu'] * 1e6:>17.0f}µs {1 / r['cpu']:>19.0f}")
+            if args.rounds:
+                rates = asyncio.run(pod_rates(cluster, args.pods, args.rounds, args.in_flight))
+                print(f"\nPod creates through the API server ({args.pods} per round, "
+                      f"{args.in_flight} in flight)")
+                print(" with the webhook:    " + ", ".join(f"{r:.0f}/s" for r in rates["with"]))
+                print(" without the webhook: " + ", ".join(f"{r:.0f}/s" for r in rates["without"]))
+                print(" without/with, per round: " + ", ".join(f"{r:.2f}" for r in rates["ratios"]))
+                print(f" slowdown (median of the rounds): {statistics.median(rates['ratios']):.2f}x")
         finally:
             sluicegate.down()
             cluster.down()

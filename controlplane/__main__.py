@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                                keep_state=args.keep_state)
         sluicegate = LocalSluicegate(cluster) if args.sluicegate else None
         try:
+            deploying.stop(args.root)  # Sluicegate's processes of an earlier run go first
             if sluicegate is not None:  # kube-scheduler starts knowing where the extender will be
                 cluster.extender = sluicegate.scheduler_extender()
             cluster.up()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -285,7 +285,7 @@ class Connection:
 
     async def stream(
         self, path: str, query: Mapping[str, str], *, idle_seconds: float
-    ) -> AsyncIterator[JSON]:
+    ) -> AsyncGenerator[JSON, None]:
         """The events of a watch, one JSON object per line, until the server ends it.
 
         ``idle_seconds`` bounds the wait for the next line: a connection that goes silent for

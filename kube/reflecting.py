@@ -12,6 +12,7 @@ stops the watch. Errors talking to the server back off exponentially, with jitte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -177,6 +178,10 @@ class Reflector(Generic[T]):
             except KubeError as e:
                 log.warning("%s: %s; retrying", self, e)
                 await backoff.wait()
+            except Exception:  # a fault of ours: say so loudly, then start over from a list
+                log.exception("%s: unexpected failure; listing again", self)
+                self.resource_version = ""
+                await backoff.wait()
 
     def _query(self) -> dict[str, str]:
         query = {}
@@ -224,32 +229,33 @@ class Reflector(Generic[T]):
             "timeoutSeconds": str(random.randint(*WATCH_SECONDS)),
         }
         seen = 0
-        events = self.connection.stream(self.resource.path(), query, idle_seconds=self.idle_seconds)
-        async for event in events:
-            seen += 1
-            kind, obj = event.get("type"), event.get("object")
-            if kind == "ERROR":
-                status = obj if isinstance(obj, dict) else {}
-                raise ApiError.from_status(500, status, f"watch {self.resource}")
-            if not isinstance(obj, dict):
-                log.warning("%s: a %s event without an object", self, kind)
-                continue
-            meta = obj.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            version = str(meta.get("resourceVersion") or "")
-            if kind == "BOOKMARK":
-                self.resource_version = version or self.resource_version
-                continue
-            uid = str(meta.get("uid") or "")
-            if kind in ("ADDED", "MODIFIED") and uid:
-                self._upsert(uid, obj, meta, version)
-            elif kind == "DELETED" and uid:
-                self._remove(uid)
-            else:
-                what = object_key(meta) or "an unnamed object"
-                log.warning("%s: ignoring a %s event for %s", self, kind, what)
-            if version:
-                self.resource_version = version
+        stream = self.connection.stream(self.resource.path(), query, idle_seconds=self.idle_seconds)
+        async with contextlib.aclosing(stream) as events:  # closes the response when cancelled too
+            async for event in events:
+                seen += 1
+                kind, obj = event.get("type"), event.get("object")
+                if kind == "ERROR":
+                    status = obj if isinstance(obj, dict) else {}
+                    raise ApiError.from_status(500, status, f"watch {self.resource}")
+                if not isinstance(obj, dict):
+                    log.warning("%s: a %s event without an object", self, kind)
+                    continue
+                meta = obj.get("metadata")
+                meta = meta if isinstance(meta, dict) else {}
+                version = str(meta.get("resourceVersion") or "")
+                if kind == "BOOKMARK":
+                    self.resource_version = version or self.resource_version
+                    continue
+                uid = str(meta.get("uid") or "")
+                if kind in ("ADDED", "MODIFIED") and uid:
+                    self._upsert(uid, obj, meta, version)
+                elif kind == "DELETED" and uid:
+                    self._remove(uid)
+                else:
+                    what = object_key(meta) or "an unnamed object"
+                    log.warning("%s: ignoring a %s event for %s", self, kind, what)
+                if version:
+                    self.resource_version = version
         return seen
 
     # --- the store ------------------------------------------------------------------------

@@ -154,11 +154,12 @@ class Reviewer:
         if not log.isEnabledFor(logging.INFO):
             return
         request = review.request
+        name = review.object_name
         line: dict[str, Any] = {
             "webhook": webhook,
             "operation": request.operation.value,
             "kind": request.kind.kind,
-            "object": review.object_name,
+            "object": name,
             "user": request.user,
             "queue": _queue(request, decision),
             "outcome": result,
@@ -175,7 +176,7 @@ class Reviewer:
             line["message"] = decision.message
         elif decision.warnings:
             line["warnings"] = list(decision.warnings)
-        log.info("%s %s %s: %s", request.operation.value, request.kind.kind, review.object_name, result,
+        log.info("%s %s %s: %s", request.operation.value, request.kind.kind, name, result,
                  extra={"fields": line})
 
 

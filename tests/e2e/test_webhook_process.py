@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import ssl
+from pathlib import Path
+from typing import Any
 
 import yaml
+from aiohttp import web
 
+from certs.issuing import issue
 from controlplane.deploying import LocalSluicegate
 from policy import keys
 from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, gpu_pod
+from tests.webhook_builders import ServedApp
+from webhook.certificates import server_context
 
 
 def test_with_the_webhook_stopped_a_managed_pod_is_refused_and_submissions_flow_once_it_is_back(
@@ -98,3 +105,63 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     source = f"(the default queue of namespace {project.namespace})"
     assert f'queue "{train}" {source} is not open to user alice' in refusal
     assert running.pid("webhook") == webhook, "the same webhook process answered throughout"
+
+
+def ungating_webhook() -> web.Application:
+    """Another mutating webhook, run later than Sluicegate's, that strips every scheduling gate."""
+
+    async def mutate(request: web.Request) -> web.Response:
+        review = await request.json()
+        pod = review["request"]["object"]
+        response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": True}
+        if pod["spec"].get("schedulingGates"):
+            patch = [{"op": "remove", "path": "/spec/schedulingGates"}]
+            encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+            response |= {"patchType": "JSONPatch", "patch": encoded}
+        return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                  "response": response})
+
+    app = web.Application()
+    app.add_routes([web.post("/", mutate)])
+    return app
+
+
+def test_a_pod_that_a_later_webhook_ungates_is_refused_by_the_final_check(
+    project: Project, tmp_path: Path
+) -> None:
+    train = project.name("train")
+    project.create(make_queue(train))
+    project.opt_in(default_queue=train)
+    files = issue(tmp_path, hosts=["127.0.0.1"])
+    name = f"zz-ungate-{project.suffix}"  # webhooks are called in name order: after Sluicegate's
+    cluster = project.admin.cluster
+    with ServedApp(ungating_webhook(), server_context(files.cert, files.key)) as other:
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "ungate.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "reinvocationPolicy": "IfNeeded", "timeoutSeconds": 5,
+                "clientConfig": {"url": f"https://127.0.0.1:{other.port}/",
+                                 "caBundle": base64.b64encode(files.ca_cert.read_bytes()).decode()},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": project.namespace}},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                           "operations": ["CREATE"]}],
+            }],
+        }))
+        try:
+            pod = yaml.safe_dump(gpu_pod("ungated", project.namespace))
+
+            def refusal() -> str | None:  # once the API server has loaded the new configuration
+                result = cluster.kubectl("--as=alice", "-n", project.namespace, "create", "--dry-run=server",
+                                         "-f", "-", input=pod, check=False)
+                return result.stderr if "changed after Sluicegate admitted it" in result.stderr else None
+
+            eventually(refusal, "the other webhook in place")
+            message = project.user("alice").fails("create", "-f", "-", input=pod)
+            assert project.admin.run("get", "pods", "-o", "name") == ""
+        finally:
+            cluster.kubectl("delete", "mutatingwebhookconfiguration", name)
+    assert 'admission webhook "pods.validate.sluicegate.dev" denied the request' in message
+    assert f"{project.namespace}/ungated was changed after Sluicegate admitted it" in message
+    assert "/spec/schedulingGates" in message
