@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from extender.nodes import ClusterNodes
+from extender.placement_metrics import PlacementMetrics
 from extender.scheduling import scheduling_app
 from extender.settings import Settings
 from kube.cache import Cache
@@ -36,9 +37,9 @@ def operations_app(cache: Cache, registry: CollectorRegistry, stopping: asyncio.
     return probe_app(readiness(cache, stopping), registry)
 
 
-def extender_app(settings: Settings, cache: Cache) -> web.Application:
+def extender_app(settings: Settings, cache: Cache, registry: CollectorRegistry) -> web.Application:
     """The scheduler extender (``extender.scheduling``) over this process's cache: its node view
     (Nodes and bound pods, watched by reflectors that never wake the dispatch loop) and the
-    Catalog. Build it before the cache starts."""
+    Catalog; its metrics go to the process's ``registry``. Build it before the cache starts."""
     del settings
-    return scheduling_app(ClusterNodes(cache), cache.catalog)
+    return scheduling_app(ClusterNodes(cache), cache.catalog, metrics=PlacementMetrics(registry))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -37,6 +38,7 @@ from extender.messages import (
     read_args,
 )
 from extender.nodes import NodeSource, with_usage
+from extender.placement_metrics import Outcome, PlacementMetrics
 from policy.catalog import Catalog
 from policy.fields import InvalidObject
 from policy.model import Queue
@@ -59,9 +61,12 @@ class CannotJudge(Exception):
 class Placement:
     """The two decisions, from a node view and the catalog as they are at the call."""
 
-    def __init__(self, nodes: NodeSource, catalog: Callable[[], Catalog]) -> None:
+    def __init__(
+        self, nodes: NodeSource, catalog: Callable[[], Catalog], metrics: PlacementMetrics | None = None
+    ) -> None:
         self.nodes = nodes
         self.catalog = catalog
+        self.metrics = metrics if metrics is not None else PlacementMetrics()
 
     def _facts(self, args: Args) -> tuple[Pod, Queue | None, Catalog]:
         if not self.nodes.synced:
@@ -107,6 +112,7 @@ class Placement:
             for name, why in filtered.failed.items()
         }
         if failed:
+            self.metrics.left_out.inc(len(failed))
             log.info("filter pod=%s queue=%s: %d of %d nodes left out: %s", pod.key, pod.queue,
                      len(failed), len(candidates), next(iter(failed.values())))
         else:
@@ -136,43 +142,58 @@ def _answer(verb: str, status: int, message: str) -> web.Response:
     return web.json_response(ErrorAnswer(Error=message), status=status)
 
 
-def _errors(max_body_bytes: int) -> Middleware:
+def _errors(max_body_bytes: int, metrics: PlacementMetrics) -> Middleware:
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         verb = request.match_info.route.name or ""
+        started = time.perf_counter()
+
+        def counted(outcome: Outcome, response: web.StreamResponse) -> web.StreamResponse:
+            metrics.answered(verb, outcome, time.perf_counter() - started)
+            return response
+
         try:
-            return await handler(request)
+            response = await handler(request)
         except BadArgs as e:
             log.info("%s: refused a malformed request from %s: %s", verb, request.remote, e)
-            return _answer(verb, 400, f"malformed ExtenderArgs: {e}")
+            return counted("malformed", _answer(verb, 400, f"malformed ExtenderArgs: {e}"))
         except web.HTTPRequestEntityTooLarge:
             log.warning("%s: refused a request body over %d bytes from %s", verb, max_body_bytes,
                         request.remote)
-            return _answer(verb, 413, f"the request body is larger than {max_body_bytes} bytes")
+            too_large = f"the request body is larger than {max_body_bytes} bytes"
+            return counted("too_large", _answer(verb, 413, too_large))
         except CannotJudge as e:
             log.info("%s: stepping aside: %s", verb, e)
-            return _answer(verb, 503, str(e))
+            return counted("not_ready", _answer(verb, 503, str(e)))
         except web.HTTPException:
             raise  # routing's own answers: 404, 405
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("fault while answering %s %s", request.method, request.path)
-            return _answer(verb, 500, "internal error; the scheduler extender's log has the details")
+            fault = "internal error; the scheduler extender's log has the details"
+            return counted("error", _answer(verb, 500, fault))
+        return counted("answered", response)
 
     return errors
 
 
 def scheduling_app(
-    nodes: NodeSource, catalog: Callable[[], Catalog], *, max_body_bytes: int = MAX_BODY_BYTES
+    nodes: NodeSource,
+    catalog: Callable[[], Catalog],
+    *,
+    metrics: PlacementMetrics | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> web.Application:
     """The extender's application: ``POST /filter`` and ``POST /prioritize``.
 
     ``nodes`` is the node view (``extender.nodes.ClusterNodes(cache)`` in a process) and
     ``catalog`` gives the Queues and the Policy as they are now (``cache.catalog``). The
     resources packed as GPUs are the Policy's ``managedResources``, read at every call.
+    ``metrics``: give ``PlacementMetrics(registry)`` to count calls on the process's registry.
     """
-    placement = Placement(nodes, catalog)
+    metrics = metrics if metrics is not None else PlacementMetrics()
+    placement = Placement(nodes, catalog, metrics)
 
     async def filter_(request: web.Request) -> web.Response:
         return web.json_response(placement.filter(read_args(await request.read())))
@@ -180,7 +201,7 @@ def scheduling_app(
     async def prioritize_(request: web.Request) -> web.Response:
         return web.json_response(placement.prioritize(read_args(await request.read())))
 
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors(max_body_bytes)])
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors(max_body_bytes, metrics)])
     app.add_routes([
         web.post("/filter", filter_, name="filter"),
         web.post("/prioritize", prioritize_, name="prioritize"),

@@ -60,7 +60,7 @@ async def serve(settings: Settings) -> None:
     stopping = asyncio.Event()
     runners = [web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                              shutdown_timeout=settings.shutdown_seconds)]
-    scheduling = extender_app(settings, cache) if settings.extender else None
+    scheduling = extender_app(settings, cache, metrics.registry) if settings.extender else None
     certificate = None
     if scheduling is not None:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Final
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from extender.nodes import ClusterNodes
+from extender.placement_metrics import PlacementMetrics
 from extender.scheduling import MAX_BODY_BYTES, scheduling_app
 from kube.cache import Cache
 from kube.connecting import Connection, ConnectionSettings, KubeError
@@ -85,9 +85,10 @@ async def serve(settings: Settings) -> None:
     def ready() -> str | None:
         return None if nodes.synced else "the cache has not listed nodes, pods, Queues and the Policy yet"
 
-    extender = web.AppRunner(scheduling_app(nodes, cache.catalog, max_body_bytes=settings.max_body_bytes),
-                             access_log=None)
-    probes = web.AppRunner(probe_app(ready, CollectorRegistry()), access_log=None)
+    metrics = PlacementMetrics()
+    app = scheduling_app(nodes, cache.catalog, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    extender = web.AppRunner(app, access_log=None)
+    probes = web.AppRunner(probe_app(ready, metrics.registry), access_log=None)
     cache.start()
     reload = asyncio.create_task(certificate.watch(10.0), name="certificate reload")
     try:

@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from extender.nodes import with_usage
+from extender.placement_metrics import PlacementMetrics
 from extender.scheduling import scheduling_app
 from policy.catalog import Catalog
 from policy.placing import Node
@@ -263,3 +264,43 @@ async def test_a_queue_that_cannot_be_read_is_an_error_not_a_free_pass() -> None
 async def test_other_paths_and_methods_are_routing_answers(client: Client) -> None:
     assert (await client.post("/bind", data=b"{}")).status == 404
     assert (await client.get("/filter")).status == 405
+
+
+class BrokenNodes(FixedNodes):
+    def node(self, name: str) -> Node | None:
+        raise RuntimeError("a bug")
+
+
+async def test_a_fault_of_the_extender_is_a_500_with_an_error_for_either_verb() -> None:
+    c = await client_for(BrokenNodes({}))
+    try:
+        for verb in ("filter", "prioritize"):
+            answer = await call(c, verb, args(MakePod("ml", "p").gpus(1), ["a100-1"]), status=500)
+            assert answer == {"Error": "internal error; the scheduler extender's log has the details"}
+    finally:
+        await c.close()
+
+
+def sample(metrics: PlacementMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_every_call_is_counted_by_outcome_so_a_silently_skipped_extender_shows() -> None:
+    metrics = PlacementMetrics()
+    c = await client_for(POOLED, metrics=metrics)
+    try:
+        await call(c, "filter", args(MakePod("ml", "p").queue("train").gpus(1), ALL))
+        await call(c, "prioritize", args(MakePod("ml", "p").gpus(1), ALL))
+        await call(c, "filter", b"{")
+        await call(c, "prioritize", b"{", status=400)
+        await c.post("/bind", data=b"{}")
+    finally:
+        await c.close()
+
+    requests = "sluicegate_extender_requests_total"
+    assert sample(metrics, requests, verb="filter", outcome="answered") == 1
+    assert sample(metrics, requests, verb="prioritize", outcome="answered") == 1
+    assert sample(metrics, requests, verb="filter", outcome="malformed") == 1
+    assert sample(metrics, requests, verb="prioritize", outcome="malformed") == 1
+    assert sample(metrics, "sluicegate_extender_duration_seconds_count", verb="filter") == 2
+    assert sample(metrics, "sluicegate_extender_nodes_left_out_total") == 1  # t4-1
