@@ -73,16 +73,44 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+def median_runs(runs: Sequence[Run]) -> dict[str, Run]:
+    """Each system's run of median drain among its passing rounds (the lower of the two middle
+    ones for an even count); a system none of whose rounds passed shows its latest."""
+    chosen = {}
+    for system in _systems(runs):
+        mine = sorted((r for r in runs if r.system == system), key=lambda r: r.round)
+        passed = sorted((r for r in mine if r.ok), key=lambda r: r.drain_seconds)
+        chosen[system] = passed[(len(passed) - 1) // 2] if passed else mine[-1]
+    return chosen
+
+
 def table(runs: Sequence[Run]) -> list[str]:
-    by_system = {r.system: r for r in runs}
-    columns = _systems(runs)
+    """The systems side by side: each one's median run, and every round's drain when repeated."""
+    by_system = median_runs(runs)
+    columns = list(by_system)
     base = by_system.get("bare")
     base = base if base is not None and base.ok else None
     lines = ["| | " + " | ".join(by_system[s].title for s in columns) + " |",
              "| --- |" + " --- |" * len(columns)]
     for label, cell in ROWS:
+        if label == "result":
+            lines.append("| result | " + " | ".join(_result([r for r in runs if r.system == s])
+                                                    for s in columns) + " |")
+            continue
         lines.append(f"| {label} | " + " | ".join(cell(by_system[s], base) for s in columns) + " |")
+    if any(r.round > 1 for r in runs):
+        lines.append("| drain in each round, s (load average at its start) | " + " | ".join(
+            ", ".join(f"{r.drain_seconds:.0f} ({r.load_average[0]:.0f})" + ("" if r.ok else " FAILED")
+                      for r in sorted((r for r in runs if r.system == s), key=lambda r: r.round))
+            for s in columns) + " |")
     return lines
+
+
+def _result(rounds: Sequence[Run]) -> str:
+    failed = sum(not r.ok for r in rounds)
+    if not failed:
+        return "ok" if len(rounds) == 1 else f"ok ({len(rounds)} rounds; median shown)"
+    return "**FAILED**" if len(rounds) == 1 else f"**FAILED** in {failed} of {len(rounds)} rounds"
 
 
 def describe(s: Scenario | Run) -> str:
@@ -98,11 +126,13 @@ def section(name: str, runs: Sequence[Run]) -> list[str]:
     lines += table(runs)
     commands = sorted({r.command for r in runs})
     lines += ["", "Command: " + "; ".join(f"`{c}`" for c in commands)]
-    for r in runs:
+    repeated = any(r.round > 1 for r in runs)
+    for r in sorted(runs, key=lambda r: (_systems(runs).index(r.system), r.round)):
+        which = f"{r.title}, round {r.round}" if repeated else r.title
         if not r.ok:
-            lines += ["", f"**{r.title} FAILED**:", *(f"- {f}" for f in r.failures)]
+            lines += ["", f"**{which} FAILED**:", *(f"- {f}" for f in r.failures)]
         if r.notes:
-            lines += ["", f"Note on {r.title}:", *(f"- {n}" for n in r.notes)]
+            lines += ["", f"Note on {which}:", *(f"- {n}" for n in r.notes)]
     return [*lines, ""]
 
 
@@ -121,6 +151,8 @@ def growth(runs: Sequence[Run]) -> list[str]:
     for queues, nodes in shapes:
         cells = [r for r in runs
                  if r.ok and r.scenario.startswith("p") and (r.queues, r.nodes) == (queues, nodes)]
+        cells = [r for p in {r.pods for r in cells}
+                 for r in median_runs([c for c in cells if c.pods == p]).values()]
         counts = sorted({r.pods for r in cells})
         if len(counts) < 2:
             continue
@@ -146,7 +178,7 @@ def coverage(runs: Sequence[Run], scenarios: Sequence[Scenario] = ALL) -> list[s
     for s in scenarios:
         mine = [r for r in runs if r.scenario == s.name]
         ran = ", ".join(_systems(mine)) or "not run"
-        failed = ", ".join(r.system for r in mine if not r.ok) or DASH
+        failed = ", ".join(dict.fromkeys(r.system for r in mine if not r.ok)) or DASH
         lines.append(f"| {s.name} | {ran} | {failed} |")
     return lines
 
