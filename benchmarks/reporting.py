@@ -8,7 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from benchmarks.results import Run
-from benchmarks.scenarios import ALL, QUICK, Scenario
+from benchmarks.scenarios import ALL, QUICK, Scenario, floor
 
 # Column order: the ceiling first, then the product, then the peer in both configurations.
 ORDER = ("bare", "sluicegate", "kueue", "kueue-qps1000")
@@ -40,7 +40,7 @@ ROWS: tuple[Row, ...] = (
     ("result", lambda r, b: "ok" if r.ok else "**FAILED**"),
     ("drain: first creation → last pod finished (s)",
      lambda r, b: _s(r.drain_seconds) + _ratio(r.drain_seconds, b.drain_seconds if b else None)),
-    ("drain ÷ floor", lambda r, b: f"{r.drain_seconds / r.floor_seconds:.2f}"),
+    ("drain ÷ floor", lambda r, b: f"{r.drain_seconds / floor(r.pods, r.seconds, r.cap):.2f}"),
     ("releases per second",
      lambda r, b: f"{r.releases_per_second:.1f}" + _ratio(r.releases_per_second,
                                                            b.releases_per_second if b else None)),
@@ -117,7 +117,7 @@ def describe(s: Scenario | Run) -> str:
     cap = s.queues * s.max_running
     return (f"{s.pods:,} pods of {s.seconds:g} s (1 GPU each) over {s.queues} queue(s) and {s.teams} teams; "
             f"{s.nodes} nodes × {s.gpus_per_node} GPUs; at most {s.max_running} running per queue "
-            f"({cap} in all); floor {s.pods * s.seconds / cap:.1f} s")
+            f"({cap} in all); floor {floor(s.pods, s.seconds, cap):.1f} s")
 
 
 def section(name: str, runs: Sequence[Run]) -> list[str]:

@@ -38,6 +38,8 @@ def test_the_matrix_covers_every_size_and_keeps_each_limit_within_half_the_gpus(
     for s in cells:
         s.check()
         assert s.cap <= s.gpus // 2
+    small = select(["p100-q10-n64"])[0]
+    assert small.floor_seconds == small.rounds_floor_seconds == 2.0  # limits above the pods: one pod's run
 
 
 def test_a_scenario_whose_limits_exceed_the_gpus_is_refused() -> None:
