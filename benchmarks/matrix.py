@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,17 +63,20 @@ def failed_run(system: System, scenario: Scenario, error: BaseException, command
     )
 
 
-def one(scenario: Scenario, key: str, root: Path, command: str, profile: Path | None = None) -> Run:
+def one(
+    scenario: Scenario, key: str, root: Path, command: str, profile: Path | None = None, round: int = 1,
+) -> Run:
     """``key``'s system on ``scenario``, on a fresh cluster in ``root`` that is stopped after."""
     system = SYSTEMS[key]()
     cluster = LocalCluster(root, nodes=scenario.nodes, gpus_per_node=scenario.gpus_per_node)
     try:
         system.prepare(cluster)
         cluster.up(progress=lambda line: say(f"[{scenario.name} {key}] {line}"))
-        return run(cluster, system, scenario, command=command, progress=say, profile=profile)
+        measured = run(cluster, system, scenario, command=command, progress=say, profile=profile)
+        return replace(measured, round=round)
     except Exception as e:  # a broken run is recorded and the matrix goes on
         say(f"[{scenario.name} {key}] ERROR: {type(e).__name__}: {e}")
-        return failed_run(system, scenario, e, command)
+        return replace(failed_run(system, scenario, e, command), round=round)
     finally:
         deploying.stop(root)  # Sluicegate's processes, should the system not have stopped them
         cluster.down()
@@ -99,6 +103,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where runs are saved")
     parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md", help="the report to write")
     parser.add_argument("--report", action="store_true", help="only write the report from saved runs")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run each scenario N times, the systems taking turns in each round; the "
+                             "report shows each system's median run and every round's drain")
+    parser.add_argument("--round", type=int, default=1, metavar="K",
+                        help="number the rounds from K (to add rounds to saved ones; default 1)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample the systems' Python processes with py-spy during the load, into DIR "
                              "(the figures of a sampled run carry the sampling's cost)")
@@ -121,16 +130,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     keys = args.systems.split(",")
-    cells = [(s, k) for s in scenarios for k in keys]
+    rounds = range(args.round, args.round + max(1, args.repeat))
+    cells = [(s, r, k) for s in scenarios for r in rounds for k in keys]
     m = machine.machine()
-    say(f"{len(cells)} runs: {len(scenarios)} scenario(s) x {len(keys)} system(s) on {m['cores']} cores, "
+    say(f"{len(cells)} runs: {len(scenarios)} scenario(s) x {len(rounds)} round(s) x {len(keys)} system(s) "
+        f"on {m['cores']} cores, "
         f"{m['memory']}; results in {args.results}, report {args.output}")
     started = time.monotonic()
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
-        for index, (scenario, key) in enumerate(cells, 1):
-            say(f"=== run {index}/{len(cells)}: {scenario.name} ({reporting.describe(scenario)}) with {key}")
-            outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile)
+        for index, (scenario, round, key) in enumerate(cells, 1):
+            say(f"=== run {index}/{len(cells)}: {scenario.name} ({reporting.describe(scenario)}) with {key}"
+                + (f", round {round}" if len(rounds) > 1 or round > 1 else ""))
+            outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile, round)
             results.save(args.results, outcome)
             reporting.write(args.output, results.load_all(args.results))
             elapsed = time.monotonic() - started

@@ -8,7 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from benchmarks.results import Run
-from benchmarks.scenarios import ALL, QUICK, Scenario
+from benchmarks.scenarios import ALL, QUICK, Scenario, floor
 
 # Column order: the ceiling first, then the product, then the peer in both configurations.
 ORDER = ("bare", "sluicegate", "kueue", "kueue-qps1000")
@@ -40,7 +40,7 @@ ROWS: tuple[Row, ...] = (
     ("result", lambda r, b: "ok" if r.ok else "**FAILED**"),
     ("drain: first creation → last pod finished (s)",
      lambda r, b: _s(r.drain_seconds) + _ratio(r.drain_seconds, b.drain_seconds if b else None)),
-    ("drain ÷ floor", lambda r, b: f"{r.drain_seconds / r.floor_seconds:.2f}"),
+    ("drain ÷ floor", lambda r, b: f"{r.drain_seconds / floor(r.pods, r.seconds, r.cap):.2f}"),
     ("releases per second",
      lambda r, b: f"{r.releases_per_second:.1f}" + _ratio(r.releases_per_second,
                                                            b.releases_per_second if b else None)),
@@ -73,23 +73,51 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+def median_runs(runs: Sequence[Run]) -> dict[str, Run]:
+    """Each system's run of median drain among its passing rounds (the lower of the two middle
+    ones for an even count); a system none of whose rounds passed shows its latest."""
+    chosen = {}
+    for system in _systems(runs):
+        mine = sorted((r for r in runs if r.system == system), key=lambda r: r.round)
+        passed = sorted((r for r in mine if r.ok), key=lambda r: r.drain_seconds)
+        chosen[system] = passed[(len(passed) - 1) // 2] if passed else mine[-1]
+    return chosen
+
+
 def table(runs: Sequence[Run]) -> list[str]:
-    by_system = {r.system: r for r in runs}
-    columns = _systems(runs)
+    """The systems side by side: each one's median run, and every round's drain when repeated."""
+    by_system = median_runs(runs)
+    columns = list(by_system)
     base = by_system.get("bare")
     base = base if base is not None and base.ok else None
     lines = ["| | " + " | ".join(by_system[s].title for s in columns) + " |",
              "| --- |" + " --- |" * len(columns)]
     for label, cell in ROWS:
+        if label == "result":
+            lines.append("| result | " + " | ".join(_result([r for r in runs if r.system == s])
+                                                    for s in columns) + " |")
+            continue
         lines.append(f"| {label} | " + " | ".join(cell(by_system[s], base) for s in columns) + " |")
+    if any(r.round > 1 for r in runs):
+        lines.append("| drain in each round, s (load average at its start) | " + " | ".join(
+            ", ".join(f"{r.drain_seconds:.0f} ({r.load_average[0]:.0f})" + ("" if r.ok else " FAILED")
+                      for r in sorted((r for r in runs if r.system == s), key=lambda r: r.round))
+            for s in columns) + " |")
     return lines
+
+
+def _result(rounds: Sequence[Run]) -> str:
+    failed = sum(not r.ok for r in rounds)
+    if not failed:
+        return "ok" if len(rounds) == 1 else f"ok ({len(rounds)} rounds; median shown)"
+    return "**FAILED**" if len(rounds) == 1 else f"**FAILED** in {failed} of {len(rounds)} rounds"
 
 
 def describe(s: Scenario | Run) -> str:
     cap = s.queues * s.max_running
     return (f"{s.pods:,} pods of {s.seconds:g} s (1 GPU each) over {s.queues} queue(s) and {s.teams} teams; "
             f"{s.nodes} nodes × {s.gpus_per_node} GPUs; at most {s.max_running} running per queue "
-            f"({cap} in all); floor {s.pods * s.seconds / cap:.1f} s")
+            f"({cap} in all); floor {floor(s.pods, s.seconds, cap):.1f} s")
 
 
 def section(name: str, runs: Sequence[Run]) -> list[str]:
@@ -98,11 +126,13 @@ def section(name: str, runs: Sequence[Run]) -> list[str]:
     lines += table(runs)
     commands = sorted({r.command for r in runs})
     lines += ["", "Command: " + "; ".join(f"`{c}`" for c in commands)]
-    for r in runs:
+    repeated = any(r.round > 1 for r in runs)
+    for r in sorted(runs, key=lambda r: (_systems(runs).index(r.system), r.round)):
+        which = f"{r.title}, round {r.round}" if repeated else r.title
         if not r.ok:
-            lines += ["", f"**{r.title} FAILED**:", *(f"- {f}" for f in r.failures)]
+            lines += ["", f"**{which} FAILED**:", *(f"- {f}" for f in r.failures)]
         if r.notes:
-            lines += ["", f"Note on {r.title}:", *(f"- {n}" for n in r.notes)]
+            lines += ["", f"Note on {which}:", *(f"- {n}" for n in r.notes)]
     return [*lines, ""]
 
 
@@ -121,6 +151,8 @@ def growth(runs: Sequence[Run]) -> list[str]:
     for queues, nodes in shapes:
         cells = [r for r in runs
                  if r.ok and r.scenario.startswith("p") and (r.queues, r.nodes) == (queues, nodes)]
+        cells = [r for p in {r.pods for r in cells}
+                 for r in median_runs([c for c in cells if c.pods == p]).values()]
         counts = sorted({r.pods for r in cells})
         if len(counts) < 2:
             continue
@@ -146,7 +178,7 @@ def coverage(runs: Sequence[Run], scenarios: Sequence[Scenario] = ALL) -> list[s
     for s in scenarios:
         mine = [r for r in runs if r.scenario == s.name]
         ran = ", ".join(_systems(mine)) or "not run"
-        failed = ", ".join(r.system for r in mine if not r.ok) or DASH
+        failed = ", ".join(dict.fromkeys(r.system for r in mine if not r.ok)) or DASH
         lines.append(f"| {s.name} | {ran} | {failed} |")
     return lines
 

@@ -78,6 +78,8 @@ class Run:
     """API requests every client made during the run (every FlowSchema)."""
     control_plane_cpu_seconds: dict[str, float] = field(default_factory=dict)
     relists: int = 0
+    round: int = 1
+    """Which repetition of the scenario (``--repeat``): the systems take turns in every round."""
     machine: dict[str, str] = field(default_factory=dict)
     """CPU model, cores, memory, kernel."""
     versions: dict[str, str] = field(default_factory=dict)
@@ -116,12 +118,13 @@ class Run:
         return cls(**values)
 
 
-def path(directory: Path, scenario: str, system: str) -> Path:
-    return directory / scenario / f"{system}.json"
+def path(directory: Path, scenario: str, system: str, round: int = 1) -> Path:
+    """``<scenario>/<system>.json`` for the first round, ``<system>.<round>.json`` after."""
+    return directory / scenario / (f"{system}.json" if round == 1 else f"{system}.{round}.json")
 
 
 def save(directory: Path, run: Run) -> Path:
-    file = path(directory, run.scenario, run.system)
+    file = path(directory, run.scenario, run.system, run.round)
     file.parent.mkdir(parents=True, exist_ok=True)
     file.write_text(json.dumps(run.to_json(), indent=2) + "\n")
     return file

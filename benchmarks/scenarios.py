@@ -41,9 +41,7 @@ class Scenario:
 
     @property
     def floor_seconds(self) -> float:
-        """The fluid lower bound of the drain: pods x seconds / cap (the issue's 62.5 s for the
-        baseline). No schedule beats it; whole pods make the true bound a little higher."""
-        return self.pods * self.seconds / self.cap
+        return floor(self.pods, self.seconds, self.cap)
 
     @property
     def rounds_floor_seconds(self) -> float:
@@ -58,6 +56,13 @@ class Scenario:
                              f"{self.gpus} GPUs: placement, not policy, would bound the run")
         if min(self.pods, self.queues, self.nodes, self.max_running, self.teams) < 1:
             raise ValueError(f"{self.name}: every count must be at least 1")
+
+
+def floor(pods: int, seconds: float, cap: int) -> float:
+    """The fluid lower bound of a drain: pods x seconds / cap (the issue's 62.5 s for the
+    baseline), and never less than one pod's run. No schedule beats it; whole pods make the
+    true bound a little higher (``rounds_floor_seconds``)."""
+    return max(seconds, pods * seconds / cap)
 
 
 BASELINE = Scenario(

@@ -4,6 +4,7 @@ run's correctness checks over hand-built records, saved runs and the report."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ def test_the_matrix_covers_every_size_and_keeps_each_limit_within_half_the_gpus(
     for s in cells:
         s.check()
         assert s.cap <= s.gpus // 2
+    small = select(["p100-q10-n64"])[0]
+    assert small.floor_seconds == small.rounds_floor_seconds == 2.0  # limits above the pods: one pod's run
 
 
 def test_a_scenario_whose_limits_exceed_the_gpus_is_refused() -> None:
@@ -197,3 +200,23 @@ def test_the_hottest_functions_of_a_profile_count_each_sample_once_per_function(
     assert found["cycle (c.py:9)"] == (1.0, 0.4)
     assert found["sort (s.py:3)"] == (0.6, 0.6)
     assert profiling.hottest("") == []
+
+
+def test_repeated_rounds_show_each_systems_median_run_and_every_rounds_drain(tmp_path: Path) -> None:
+    runs = [replace(a_run("bare", "bare ungater", d), round=i, load_average=(load, load))
+            for i, (d, load) in enumerate(((90.0, 9.0), (70.0, 3.0), (80.0, 5.0)), 1)]
+    runs += [replace(a_run("kueue", "Kueue", 200.0), round=1),
+             replace(a_run("kueue", "Kueue", 150.0, failures=("queue q: 33 running > limit 32",)), round=2)]
+    for run in runs:
+        results.save(tmp_path, run)
+    assert sorted(p.name for p in (tmp_path / "baseline").iterdir()) == [
+        "bare.2.json", "bare.3.json", "bare.json", "kueue.2.json", "kueue.json"]
+    assert {s: r.round for s, r in reporting.median_runs(results.load_all(tmp_path)).items()} == {
+        "bare": 3, "kueue": 1}
+    text = reporting.report(results.load_all(tmp_path))
+    assert "| result | ok (3 rounds; median shown) | **FAILED** in 1 of 2 rounds |" in text
+    assert "| drain in each round, s (load average at its start) | 90 (9), 70 (3), 80 (5) | " \
+           "200 (1), 150 (1) FAILED |" in text
+    assert "**Kueue, round 2 FAILED**:" in text
+    drain = next(line for line in text.splitlines() if line.startswith("| drain:"))
+    assert "80.0 (1.00×)" in drain and "200 (2.50×)" in drain
