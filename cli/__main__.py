@@ -10,13 +10,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cli import report, simulate, synth
+from cli import explain, pods, queues, report, simulate, synth
 from cli.commands import EXPECTED, Command, add
 
 COMMANDS: tuple[Command, ...] = (
     simulate.COMMAND,
     Command("records", "run records: traces of what ran (synth)", subcommands=(synth.COMMAND,)),
     report.COMMAND,
+    queues.COMMAND,
+    pods.COMMAND,
+    explain.COMMAND,
 )
 
 
