@@ -198,7 +198,8 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
         ended = fields.obj(fields.obj(cs.get("state")).get("terminated"))
         if ended:
             how = f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
-            timeline.append(Moment(_instant(ended.get("finishedAt")), f"container {cs.get('name')} ended: {how}"))
+            finished = _instant(ended.get("finishedAt"))
+            timeline.append(Moment(finished, f"container {cs.get('name')} ended: {how}"))
     if phase in ("Succeeded", "Failed"):
         timeline.append(Moment(None, f"finished: {phase}"))
     timeline.sort(key=lambda m: (m.at is None, m.at or 0.0))
