@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             print("No queues.", file=sys.stderr)
             return 0
         wide = args.output == "wide"
-        text = table(WIDE if wide else HEADER, [cells(r, wide) for r in rows])
+        header = WIDE if wide else HEADER
+        text = table(header, [cells(r, wide) for r in rows], left=len(header))
     sys.stdout.write(text)
     return 0
 

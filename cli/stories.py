@@ -144,7 +144,7 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
     admitted = _instant(notes.get(keys.ADMITTED_AT_ANNOTATION))
     released = _instant(notes.get(keys.DISPATCHED_AT_ANNOTATION))
     submitter = Submitter.from_annotation(str(notes.get(keys.SUBMITTER_ANNOTATION) or ""))
-    presets = str(notes.get(keys.APPLIED_PRESETS_ANNOTATION) or "")
+    presets = ", ".join(fields.csv(str(notes.get(keys.APPLIED_PRESETS_ANNOTATION) or "")))
 
     who = "-"
     if submitter is not None:
@@ -200,9 +200,8 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
             how = f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
             finished = _instant(ended.get("finishedAt"))
             timeline.append(Moment(finished, f"container {cs.get('name')} ended: {how}"))
-    if phase in ("Succeeded", "Failed"):
-        timeline.append(Moment(None, f"finished: {phase}"))
-    timeline.sort(key=lambda m: (m.at is None, m.at or 0.0))
+    # In the order of a pod's life, not by time: creationTimestamp and the scheduler's
+    # conditions have one-second resolution, the admission and release stamps microseconds.
 
     story_notes: list[str] = []
     hold = None

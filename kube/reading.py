@@ -52,14 +52,17 @@ async def open_as_user(kubeconfig: str = "", context: str = "", *, user_agent: s
                                         client_configuration=configuration, persist_config=False)
     except (ConfigException, OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigurationError(f"kubeconfig {files}: {e}") from e
-    current = loader.current_context
-    name = str(current["name"]) if current is not None else context
-    namespace = "default"
-    if current is not None:
-        found = current["context"].safe_get("namespace")
-        if isinstance(found, str) and found:
-            namespace = found
+    current = _plain(loader.current_context)
+    name = str(current.get("name") or context)
+    found = _plain(current.get("context")).get("namespace")
+    namespace = found if isinstance(found, str) and found else "default"
     return UserConnection(Connection(ApiClient(configuration), user_agent), namespace, name)
+
+
+def _plain(node: object) -> Mapping[str, object]:
+    """A kubeconfig entry as a mapping (kubernetes_asyncio wraps some in its ConfigNode)."""
+    value = getattr(node, "value", node)
+    return value if isinstance(value, Mapping) else {}
 
 
 async def list_all(
