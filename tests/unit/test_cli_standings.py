@@ -22,8 +22,8 @@ def pod(name: str, queue: str, *, ns: str = "vision-research", team: str = "visi
 
 def seen(*pods: MakePod, queues: tuple[MakeQueue, ...] = (), teams: tuple[MakeTeam, ...] = (),
          policy: MakePolicy | None = None, now: float = 100.0) -> Observation:
-    namespaces = [MakeNamespace("vision-research").team("vision").obj(), MakeNamespace("nlp").team("nlp").obj(),
-                  MakeNamespace("elsewhere").obj()]
+    namespaces = [MakeNamespace("vision-research").team("vision").obj(),
+                  MakeNamespace("nlp").team("nlp").obj(), MakeNamespace("elsewhere").obj()]
     return Observation(queues=[q.obj() for q in queues], teams=[t.obj() for t in teams],
                        policy=policy.obj() if policy else None, namespaces=namespaces,
                        pods=[p.obj() for p in pods], now=T0 + now)
@@ -58,16 +58,19 @@ def test_work_that_fits_now_is_shown_as_about_to_be_released() -> None:
 
 def test_pods_of_a_namespace_that_is_not_opted_in_count_for_nothing() -> None:
     stray = pod("x", "train", ns="elsewhere").running("n1")
-    standing = stand(seen(stray, pod("p1", "train", at=1).gated(), queues=(MakeQueue("train").max_running(1),)))
+    one = MakeQueue("train").max_running(1)
+    standing = stand(seen(stray, pod("p1", "train", at=1).gated(), queues=(one,)))
     assert [e.state for e in standing.lineup()] == [RELEASING]
 
 
 def test_a_released_pod_the_scheduler_cannot_place_is_listed_last_as_dispatched() -> None:
-    huge = pod("huge", "train", gpus=16).unschedulable("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
-    standing = stand(seen(huge, pod("p1", "train", at=1).gated(), queues=(MakeQueue("train").max_running(1),)))
+    words = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    huge = pod("huge", "train", gpus=16).unschedulable(words)
+    one = MakeQueue("train").max_running(1)
+    standing = stand(seen(huge, pod("p1", "train", at=1).gated(), queues=(one,)))
     assert [(e.name, e.state, e.reason) for e in standing.lineup()] == [
         ("p1", HELD, "QueueLimit"), ("huge", UNPLACEABLE_STATE, "Dispatched")]
-    assert standing.lineup()[1].message.startswith("dispatched, waiting for Kubernetes to place it: 0/4 nodes")
+    assert standing.lineup()[1].message.startswith("dispatched, waiting for Kubernetes to place it: 0/4")
     assert standing.queue_rows()[0].unplaceable == 1
 
 

@@ -1,0 +1,120 @@
+"""``sluicegate`` (and ``kubectl sluicegate``) against the real cluster: what waits, in which
+order and why, and each pod's story, told apart for a held, an unplaceable and a finished pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controlplane.launching import LocalCluster
+from policy import keys
+from tests.doc_commands import run, shell_env
+from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene
+
+UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
+
+
+def cli(cluster: LocalCluster, command: str) -> str:
+    result = run(command, shell_env(cluster))
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result.stdout
+
+
+def rows(table: str) -> list[dict[str, str]]:
+    """A table as dicts by header (the last column, a message, may hold spaces)."""
+    header, *lines = table.splitlines()
+    names = header.split()
+    return [dict(zip(names, line.split(None, len(names) - 1), strict=True)) for line in lines]
+
+
+def test_explain_tells_a_held_pod_an_unplaceable_pod_and_a_finished_pod_apart(
+    scene: Scene, cluster: LocalCluster
+) -> None:
+    team = scene.team("vision")
+    stopped = scene.queue("stopped", maxRunning=0)
+    roomy = scene.queue("roomy")
+    ns = scene.namespace(team)
+    scene.pods(ns, stopped, 2, prefix="held")
+    scene.pods(ns, roomy, 1, prefix="huge", gpus=16)  # more GPUs than any node has (8)
+    scene.pods(ns, roomy, 1, prefix="quick", seconds=1)
+    try:
+        scene.wait_reason(ns, ["held00", "held01"], keys.Reason.QUEUE_LIMIT.value)
+        scene.wait_condition(ns, "huge00", lambda c: c["message"].startswith(UNPLACEABLE), "unplaceable")
+        eventually(lambda: scene.get("pod", "quick00", ns)["status"].get("phase") == "Succeeded",
+                   "quick00 to finish")
+
+        held = cli(cluster, f"sluicegate explain held01 -n {ns}")
+        lines = held.splitlines()
+        assert lines[0] == f"held by Sluicegate: QueueLimit: queue {stopped}: 0/0 running", held
+        assert "position 2 of 2 in its queue; running 0/0, GPUs 0/-, pending 2" in held
+        assert f"{ns}/held00 (QueueLimit)" in held  # what is ahead of it
+        assert f"admitted to queue {stopped} (team {team}); no presets; gate {keys.GATE} added" in held
+        assert "Submitter:  -" not in held
+        assert "waiting for Kubernetes" not in held and "released by queue" not in held
+
+        unplaceable = cli(cluster, f"sluicegate explain huge00 -n {ns}")
+        first = unplaceable.splitlines()[0]
+        assert first.startswith(f"{UNPLACEABLE}0/4 nodes are available"), unplaceable
+        assert "Insufficient nvidia.com/gpu" in first
+        assert f"released by queue {roomy}" in unplaceable
+        assert "kube-scheduler cannot place it: 0/4 nodes are available" in unplaceable
+        assert "Requests:   16 nvidia.com/gpu" in unplaceable
+        assert "held by Sluicegate" not in unplaceable and "Waiting:" not in unplaceable
+        assert all(f"held: {reason.value}" not in unplaceable for reason in keys.Reason)
+
+        finished = cli(cluster, f"sluicegate explain quick00 -n {ns}")
+        first = finished.splitlines()[0]
+        assert first.startswith("finished: Succeeded at ") and ", ran on node gpu-node-" in first, finished
+        assert f"released by queue {roomy}" in finished
+        assert "scheduled on node gpu-node-" in finished
+        assert "exit code 0" in finished
+        assert "held by Sluicegate" not in finished and UNPLACEABLE not in finished
+
+        story: dict[str, Any] = json.loads(cli(cluster, f"sluicegate explain held01 -n {ns} -o json"))
+        assert story["state"] == "held"
+        assert story["hold"]["position"] == 2 and story["hold"]["ahead"] == [f"{ns}/held00 (QueueLimit)"]
+    finally:
+        scene.kubectl("delete", "pod", "huge00", "-n", ns, "--wait=false")
+
+
+def test_pods_lists_pending_pods_in_dispatch_order_and_queues_shows_each_queues_figures(
+    scene: Scene, cluster: LocalCluster
+) -> None:
+    team = scene.team("vision")
+    high = scene.queue("high", priority=10, maxRunning=0)
+    low = scene.queue("low", maxRunning=1)
+    ns = scene.namespace(team)
+    scene.pods(ns, low, 2, prefix="low", seconds=300)  # low00 runs, low01 waits behind it
+    scene.pods(ns, high, 2, prefix="high")
+    try:
+        scene.wait_reason(ns, ["low01", "high00", "high01"], keys.Reason.QUEUE_LIMIT.value)
+
+        pending = rows(cli(cluster, f"sluicegate pods -n {ns}"))
+        assert [(r["NAME"], r["QUEUE"], r["POSITION"], r["REASON"]) for r in pending] == [
+            ("high00", high, "1", "QueueLimit"), ("high01", high, "2", "QueueLimit"),
+            ("low01", low, "1", "QueueLimit")]
+        assert pending[0]["MESSAGE"] == f"queue {high}: 0/0 running"
+        assert pending[2]["MESSAGE"] == f"queue {low}: 1/1 running"
+
+        listed = json.loads(cli(cluster, f"sluicegate pods -A -q {low} -o json"))["pods"]
+        assert [(p["namespace"], p["name"], p["position"], p["state"]) for p in listed] == [
+            (ns, "low01", 1, "held")]
+
+        # Through the real kubectl: it finds kubectl-sluicegate on PATH (its plugin lookup).
+        queues = {r["NAME"]: r for r in rows(cli(cluster, "kubectl sluicegate queues"))}
+        shown = [(queues[q]["PRIORITY"], queues[q]["RUNNING"], queues[q]["PENDING"], queues[q]["GPUS"],
+                  queues[q]["PAUSED"]) for q in (high, low)]
+        assert shown == [("10", "0/0", "2", "0/-", "false"), ("0", "1/1", "1", "1/-", "false")]
+        oldest = queues[high]["OLDEST-WAIT"]
+        assert oldest != "-" and oldest[-1] == "s", oldest
+        assert list(queues).index(high) < list(queues).index(low)  # higher priority first
+    finally:
+        scene.kubectl("delete", "pod", "low00", "-n", ns, "--wait=false")
+
+
+def test_a_pod_that_does_not_exist_is_one_line_on_stderr(scene: Scene, cluster: LocalCluster) -> None:
+    ns = scene.namespace(scene.team("vision"))
+    result = run(f"kubectl sluicegate explain nothing-here -n {ns}", shell_env(cluster))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f'sluicegate: pod "nothing-here" not found in namespace {ns}'
