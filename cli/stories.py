@@ -126,120 +126,158 @@ def _hold(entry: Entry, standing: Standing) -> Hold:
                 len(keys_ahead), tuple(w.key for w in running[:SHOWN_AHEAD]), len(running), figures)
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the story reads of the pod, read once."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, Any]
+    notes: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    queue: str
+    team: str
+    dispatched: Mapping[str, Any] | None
+    scheduled: Mapping[str, Any] | None
+    gated: bool
+    node: str
+    phase: str
+    created: float | None
+    admitted: float | None
+    released: float | None
+    submitter: Submitter | None
+    presets: str
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> _Facts:
+        meta, spec, status = (fields.obj(pod.get(k)) for k in ("metadata", "spec", "status"))
+        labels, notes = fields.obj(meta.get("labels")), fields.obj(meta.get("annotations"))
+        conditions = _conditions(status)
+        return cls(
+            namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+            labels=labels, notes=notes, spec=spec, status=status,
+            queue=str(labels.get(keys.QUEUE_LABEL) or ""), team=str(labels.get(keys.TEAM_LABEL) or ""),
+            dispatched=conditions.get(keys.CONDITION), scheduled=conditions.get("PodScheduled"),
+            gated=any(fields.obj(g).get("name") == keys.GATE for g in spec.get("schedulingGates") or ()),
+            node=str(spec.get("nodeName") or ""), phase=str(status.get("phase") or "Pending"),
+            created=_instant(meta.get("creationTimestamp")),
+            admitted=_instant(notes.get(keys.ADMITTED_AT_ANNOTATION)),
+            released=_instant(notes.get(keys.DISPATCHED_AT_ANNOTATION)),
+            submitter=Submitter.from_annotation(str(notes.get(keys.SUBMITTER_ANNOTATION) or "")),
+            presets=", ".join(fields.csv(str(notes.get(keys.APPLIED_PRESETS_ANNOTATION) or ""))),
+        )
+
+    @property
+    def managed(self) -> bool:
+        return bool(self.queue and self.team)
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.scheduled is not None and self.scheduled.get("reason") == "Unschedulable"
+
+
+def _facts(f: _Facts) -> list[tuple[str, str]]:
+    who = "-"
+    if f.submitter is not None:
+        groups = ", ".join(sorted(g for g in f.submitter.groups if g != "system:authenticated"))
+        who = f.submitter.user + (f" (groups: {groups})" if groups else "")
+    out = [("Pod", f"{f.namespace}/{f.name}"), ("Submitter", who), ("Queue", f.queue or "-"),
+           ("Team", f.team or "-"), ("Presets", f.presets or "none"), ("Requests", _requests(f.spec))]
+    workflow = f.labels.get(keys.WORKFLOW_LABEL)
+    if workflow:
+        limit = f.notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION)
+        out.append(("Workflow", f"{workflow}" + (f" (at most {limit} running)" if limit else "")))
+    group = f.labels.get(keys.GROUP_LABEL)
+    if group:
+        out.append(("Group", f"{group} of {f.notes.get(keys.GROUP_SIZE_ANNOTATION) or '?'} pods"))
+    return [*out, ("Node", f.node or "-"), ("Phase", f.phase)]
+
+
+def _timeline(f: _Facts) -> list[Moment]:
+    """In the order of a pod's life, not by time: creationTimestamp and the scheduler's
+    conditions have one-second resolution, the admission and release stamps microseconds."""
+    said = f"submitted by {f.submitter.user}" if f.submitter else "created"
+    out = [Moment(f.created, f"{said} in namespace {f.namespace}")]
+    if f.managed:
+        applied = f"; presets applied: {f.presets}" if f.presets else "; no presets"
+        out.append(Moment(f.admitted or f.created,
+                          f"admitted to queue {f.queue} (team {f.team}){applied}; gate {keys.GATE} added"))
+    if f.dispatched is not None and f.dispatched.get("status") == "False":
+        out.append(Moment(_instant(f.dispatched.get("lastTransitionTime")),
+                          f"held: {f.dispatched.get('reason')}: {f.dispatched.get('message')}"))
+    if not f.gated and f.managed:
+        if f.released is not None:
+            since = f.admitted or f.created
+            waited = f" after waiting {f.released - since:.1f}s" if since is not None else ""
+            said = f"released by queue {f.queue}{waited}: the controller removed the gate"
+            out.append(Moment(f.released, said))
+        else:
+            out.append(Moment(None, "the gate was removed outside dispatch (break glass)"))
+    if f.scheduled is not None:
+        at = _instant(f.scheduled.get("lastTransitionTime"))
+        if f.scheduled.get("status") == "True" and f.node:
+            out.append(Moment(at, f"scheduled on node {f.node} by kube-scheduler"))
+        elif f.unschedulable:
+            out.append(Moment(at, f"kube-scheduler cannot place it: {f.scheduled.get('message') or ''}"))
+    started = _instant(f.status.get("startTime"))
+    if f.phase != "Pending" and started is not None:
+        out.append(Moment(started, f"started on node {f.node}" if f.node else "started"))
+    for cs in map(fields.obj, f.status.get("containerStatuses") or ()):
+        ended = fields.obj(fields.obj(cs.get("state")).get("terminated"))
+        if ended:
+            how = f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
+            out.append(Moment(_instant(ended.get("finishedAt")), f"container {cs.get('name')} ended: {how}"))
+    return out
+
+
+def _held(f: _Facts, standing: Standing | None, forbidden: str) -> tuple[str, Hold | None, list[str]]:
+    """The headline, the hold and the notes of a gated pod."""
+    entry = standing.entry(f.namespace, f.name) if standing is not None else None
+    if standing is None or entry is None:
+        notes = [f"position and what is ahead unknown: {forbidden}"] if standing is None else []
+        if f.dispatched is not None:
+            return (f"held by Sluicegate: {f.dispatched.get('reason')}: {f.dispatched.get('message')}",
+                    None, notes)
+        return "held by Sluicegate: not yet explained by the controller", None, notes
+    hold = _hold(entry, standing)
+    if entry.state == RELEASING:
+        return "held by Sluicegate, but it fits now: the controller releases it on its next cycle", hold, []
+    return f"held by Sluicegate: {entry.reason}: {entry.message}", hold, []
+
+
 def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: Standing | None,
          forbidden: str = "") -> Story:
     """The story of ``pod``; ``standing`` is the decision on the whole cluster (None when the
     user may not read it, ``forbidden`` saying why)."""
-    meta, spec, status = (fields.obj(pod.get(k)) for k in ("metadata", "spec", "status"))
-    labels, notes = fields.obj(meta.get("labels")), fields.obj(meta.get("annotations"))
-    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    queue, team = str(labels.get(keys.QUEUE_LABEL) or ""), str(labels.get(keys.TEAM_LABEL) or "")
-    conditions = _conditions(status)
-    dispatched = conditions.get(keys.CONDITION)
-    scheduled = conditions.get("PodScheduled")
-    gated = any(fields.obj(g).get("name") == keys.GATE for g in spec.get("schedulingGates") or ())
-    node = str(spec.get("nodeName") or "")
-    phase = str(status.get("phase") or "Pending")
-    created = _instant(meta.get("creationTimestamp"))
-    admitted = _instant(notes.get(keys.ADMITTED_AT_ANNOTATION))
-    released = _instant(notes.get(keys.DISPATCHED_AT_ANNOTATION))
-    submitter = Submitter.from_annotation(str(notes.get(keys.SUBMITTER_ANNOTATION) or ""))
-    presets = ", ".join(fields.csv(str(notes.get(keys.APPLIED_PRESETS_ANNOTATION) or "")))
-
-    who = "-"
-    if submitter is not None:
-        groups = ", ".join(sorted(g for g in submitter.groups if g != "system:authenticated"))
-        who = submitter.user + (f" (groups: {groups})" if groups else "")
-    facts: list[tuple[str, str]] = [
-        ("Pod", f"{namespace}/{name}"),
-        ("Submitter", who),
-        ("Queue", queue or "-"),
-        ("Team", team or "-"),
-        ("Presets", presets or "none"),
-        ("Requests", _requests(spec)),
-    ]
-    workflow = labels.get(keys.WORKFLOW_LABEL)
-    if workflow:
-        limit = notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION)
-        facts.append(("Workflow", f"{workflow}" + (f" (at most {limit} running)" if limit else "")))
-    group = labels.get(keys.GROUP_LABEL)
-    if group:
-        facts.append(("Group", f"{group} of {notes.get(keys.GROUP_SIZE_ANNOTATION) or '?'} pods"))
-    facts += [("Node", node or "-"), ("Phase", phase)]
-
-    timeline: list[Moment] = []
-    said = f"submitted by {submitter.user}" if submitter else "created"
-    timeline.append(Moment(created, f"{said} in namespace {namespace}"))
-    if queue and team:
-        applied = f"; presets applied: {presets}" if presets else "; no presets"
-        timeline.append(Moment(admitted or created,
-                               f"admitted to queue {queue} (team {team}){applied}; gate {keys.GATE} added"))
-    if dispatched is not None and dispatched.get("status") == "False":
-        timeline.append(Moment(_instant(dispatched.get("lastTransitionTime")),
-                               f"held: {dispatched.get('reason')}: {dispatched.get('message')}"))
-    if not gated and queue and team:
-        if released is not None:
-            since = admitted or created
-            waited = f" after waiting {released - since:.1f}s" if since is not None else ""
-            timeline.append(Moment(released,
-                                   f"released by queue {queue}{waited}: the controller removed the gate"))
-        else:
-            timeline.append(Moment(None, "the gate was removed outside dispatch (break glass)"))
-    if scheduled is not None:
-        at = _instant(scheduled.get("lastTransitionTime"))
-        if scheduled.get("status") == "True" and node:
-            timeline.append(Moment(at, f"scheduled on node {node} by kube-scheduler"))
-        elif scheduled.get("reason") == "Unschedulable":
-            timeline.append(Moment(at, f"kube-scheduler cannot place it: {scheduled.get('message') or ''}"))
-    started = _instant(status.get("startTime"))
-    if phase != "Pending" and started is not None:
-        timeline.append(Moment(started, f"started on node {node}" if node else "started"))
-    for cs in map(fields.obj, status.get("containerStatuses") or ()):
-        ended = fields.obj(fields.obj(cs.get("state")).get("terminated"))
-        if ended:
-            how = f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
-            finished = _instant(ended.get("finishedAt"))
-            timeline.append(Moment(finished, f"container {cs.get('name')} ended: {how}"))
-    # In the order of a pod's life, not by time: creationTimestamp and the scheduler's
-    # conditions have one-second resolution, the admission and release stamps microseconds.
-
-    story_notes: list[str] = []
+    f = _Facts.of(pod)
+    timeline = _timeline(f)
+    notes: list[str] = []
     hold = None
-    entry = standing.entry(namespace, name) if standing is not None else None
-    if not (queue and team):
+    if not f.managed:
         state, headline = UNMANAGED, "not managed by Sluicegate (no queue and team labels)"
-    elif phase in ("Succeeded", "Failed"):
+    elif f.phase in ("Succeeded", "Failed"):
         ended_at = max((m.at for m in timeline if m.at is not None), default=None)
-        ran = f", ran on node {node}" if node else ""
-        state, headline = FINISHED, f"finished: {phase} at {when(ended_at) or '?'}{ran}"
-    elif gated:
+        ran = f", ran on node {f.node}" if f.node else ""
+        state, headline = FINISHED, f"finished: {f.phase} at {when(ended_at) or '?'}{ran}"
+    elif f.gated:
         state = HELD_STATE
-        if entry is not None and entry.state == RELEASING:
-            headline = "held by Sluicegate, but it fits now: the controller releases it on its next cycle"
-            hold = _hold(entry, standing) if standing is not None else None
-        elif entry is not None:
-            hold = _hold(entry, standing) if standing is not None else None
-            headline = f"held by Sluicegate: {entry.reason}: {entry.message}"
-        elif dispatched is not None:
-            headline = f"held by Sluicegate: {dispatched.get('reason')}: {dispatched.get('message')}"
-        else:
-            headline = "held by Sluicegate: not yet explained by the controller"
-        if standing is None:
-            story_notes.append(f"position and what is ahead unknown: {forbidden}")
-    elif not node and scheduled is not None and scheduled.get("reason") == "Unschedulable":
+        headline, hold, notes = _held(f, standing, forbidden)
+    elif not f.node and f.unschedulable:
+        assert f.scheduled is not None
         state = UNPLACEABLE_STATE
-        headline = UNPLACEABLE + str(scheduled.get("message") or "Unschedulable")
-        story_notes.append(f"Sluicegate has released it and it keeps its slot in queue {queue}; "
-                           "only Kubernetes can place it now (no node has room for what it asks, "
-                           "or its queue's node pool has none)")
-    elif not node:
-        state, headline = SCHEDULING, f"released by queue {queue}; kube-scheduler is placing it"
-    elif phase == "Running":
-        state, headline = RUNNING, f"running on node {node} since {when(started) or '?'}"
+        headline = UNPLACEABLE + str(f.scheduled.get("message") or "Unschedulable")
+        notes = [f"Sluicegate has released it and it keeps its slot in queue {f.queue}; only Kubernetes "
+                 "can place it now (no node has room for what it asks, or its queue's node pool has none)"]
+    elif not f.node:
+        state, headline = SCHEDULING, f"released by queue {f.queue}; kube-scheduler is placing it"
+    elif f.phase == "Running":
+        started = when(_instant(f.status.get("startTime"))) or "?"
+        state, headline = RUNNING, f"running on node {f.node} since {started}"
     else:
-        state, headline = STARTING, f"placed on node {node}; starting"
-    return Story(f"{namespace}/{name}", state, headline, tuple(facts), tuple(timeline), hold,
-                 _event_moments(events), tuple(story_notes))
+        state, headline = STARTING, f"placed on node {f.node}; starting"
+    return Story(f"{f.namespace}/{f.name}", state, headline, tuple(_facts(f)), tuple(timeline), hold,
+                 _event_moments(events), tuple(notes))
 
 
 def _event_moments(events: Sequence[Mapping[str, Any]]) -> tuple[Moment, ...]:
