@@ -26,7 +26,9 @@ WIDE = (*HEADER, "ORDERING", "NEVER-RUN", "UNPLACEABLE")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    clusters.configure(parser, namespaced=False, all_namespaces=False)
+    # Queues are cluster-wide: -n and -A are accepted and mean nothing, as kubectl takes them
+    # for cluster-scoped kinds.
+    clusters.configure(parser)
 
 
 def as_json(row: QueueRow) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from tests.e2e.scenes import Scene
 DOC = ROOT / "docs" / "cli.md"
 PODS = "docs/examples/cli-pods.yaml"
 NS = "vision-research"
+SAMPLE_NAMESPACES = ("vision-research", "vision-notebooks", "nlp-research")
 UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
 
 
@@ -38,8 +39,8 @@ def samples(cluster: LocalCluster, running: LocalSluicegate) -> Iterator[None]:
     cluster.kubectl("delete", "-f", str(ROOT / PODS), "--ignore-not-found", "--wait=false", check=False)
     cluster.kubectl("delete", "-k", str(ROOT / "manifests" / "samples"), "--ignore-not-found", "--wait=false",
                     check=False)
-    eventually(lambda: not cluster.kubectl("get", "namespace", NS, check=False).stdout,
-               f"namespace {NS} to be deleted")
+    eventually(lambda: not cluster.kubectl("get", "namespace", *SAMPLE_NAMESPACES, check=False).stdout,
+               f"the sample namespaces {SAMPLE_NAMESPACES} to be deleted")
 
 
 def test_every_command_in_the_cli_guide_runs_as_written(cluster: LocalCluster, samples: None) -> None:
