@@ -70,14 +70,21 @@ class Reading:
 
 
 async def _observe(connection: Connection) -> Observation:
-    queues, teams, presets, policies, namespaces, pods = await asyncio.gather(
+    answers = await asyncio.gather(
         list_all(connection, QUEUES),
         list_all(connection, TEAMS),
         list_all(connection, PRESETS),
         list_all(connection, POLICIES, field_selector=f"metadata.name={keys.POLICY_NAME}"),
         list_all(connection, NAMESPACES, label_selector=keys.TEAM_LABEL),
         list_all(connection, PODS, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR),
+        return_exceptions=True,  # every read ends before the connection closes
     )
+    lists: list[list[JSON]] = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        lists.append(answer)
+    queues, teams, presets, policies, namespaces, pods = lists
     return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
                        time.time())
 

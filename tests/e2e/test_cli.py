@@ -4,7 +4,10 @@ order and why, and each pod's story, told apart for a held, an unplaceable and a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
@@ -118,3 +121,51 @@ def test_a_pod_that_does_not_exist_is_one_line_on_stderr(scene: Scene, cluster: 
     result = run(f"kubectl sluicegate explain nothing-here -n {ns}", shell_env(cluster))
     assert result.returncode == 1
     assert result.stderr.strip() == f'sluicegate: pod "nothing-here" not found in namespace {ns}'
+
+
+def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
+    """A kubeconfig for a service account that may read pods and events in ``ns`` only, with
+    ``ns`` as its context's namespace."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pod-reader", "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "pod-reader", "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+               "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}
+    scene.create(role, binding)
+    token = scene.kubectl("create", "token", "default", "-n", ns).strip()
+    admin = yaml.safe_load(scene.cluster.kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+        "users": [{"name": "reader", "user": {"token": token}}],
+        "contexts": [{"name": "reader", "context": {"cluster": admin["clusters"][0]["name"], "user": "reader",
+                                                    "namespace": ns}}],
+        "current-context": "reader",
+    }
+    path = directory / "reader.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_user_who_may_read_only_their_namespace_gets_the_story_without_the_queue_view(
+    scene: Scene, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    team = scene.team("vision")
+    stopped = scene.queue("stopped", maxRunning=0)
+    ns = scene.namespace(team)
+    scene.pods(ns, stopped, 1, prefix="held")
+    scene.wait_reason(ns, ["held00"], keys.Reason.QUEUE_LIMIT.value)
+    reader = _namespace_reader(scene, ns, tmp_path)
+    env = shell_env(cluster)
+
+    story = run(f"sluicegate explain held00 --kubeconfig {reader}", env)  # -n: the context's namespace
+    assert story.returncode == 0, story.stderr
+    first, *_ = story.stdout.splitlines()
+    assert first == f"held by Sluicegate: QueueLimit: queue {stopped}: 0/0 running"
+    note = "Note: position and what is ahead unknown: not allowed to read the cluster-wide view"
+    assert note in story.stdout, story.stdout
+
+    refused = run(f"sluicegate pods --kubeconfig {reader}", env)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("sluicegate: forbidden: ") and "cannot list resource" in refused.stderr
