@@ -52,7 +52,8 @@ def commands_in(path: Path, info: str = "console") -> list[DocCommand]:
         if not fence and opened:
             fence, running = opened.group(1), opened.group(2) == info
             continue
-        if fence and line.strip().startswith(fence[:3]) and line.strip().strip(fence[0]) == "":
+        closing = line.strip()
+        if fence and len(closing) >= len(fence) and closing == fence[0] * len(closing):
             fence, running = "", False
             continue
         if not running:
