@@ -9,20 +9,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from cli import report, simulate, synth
+from cli import explain, pods, queues, report, simulate, synth
 from cli.commands import EXPECTED, Command, add
 
 COMMANDS: tuple[Command, ...] = (
     simulate.COMMAND,
     Command("records", "run records: traces of what ran (synth)", subcommands=(synth.COMMAND,)),
     report.COMMAND,
+    queues.COMMAND,
+    pods.COMMAND,
+    explain.COMMAND,
 )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "sluicegate") -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
-        prog="sluicegate", description="GPU queueing for Kubernetes: what waits, what runs, and what if."
+        prog=prog, description="GPU queueing for Kubernetes: what waits, what runs, and what if."
     )
     commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for command in COMMANDS:
@@ -31,7 +35,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    # Run by kubectl as a plugin, help and usage say what the user typed.
+    plugin = Path(sys.argv[0]).name == "kubectl-sluicegate"
+    args = parser("kubectl sluicegate" if plugin else "sluicegate").parse_args(argv)
     try:
         status: int = args.run(args)
     except EXPECTED as e:

@@ -50,3 +50,17 @@ def percent(value: float | None) -> str:
 def signed(text: str) -> str:
     """``text`` of a difference, with a ``+`` when it is not negative."""
     return text if text.startswith("-") else f"+{text}"
+
+
+def age(seconds: float | None) -> str:
+    """A length of time as ``kubectl get`` prints ages: ``45s``, ``4m05s``, ``3h12m``, ``2d04h``."""
+    if seconds is None:
+        return "-"
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"

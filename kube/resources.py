@@ -51,3 +51,5 @@ PODS: Final = Resource("", "v1", "pods", "Pod", namespaced=True)
 NODES: Final = Resource("", "v1", "nodes", "Node")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+CORE_EVENTS: Final = Resource("", "v1", "events", "Event", namespaced=True)
+"""Events as ``kubectl describe`` reads them (their ``involvedObject`` field selectors)."""

@@ -5,16 +5,15 @@ shows live figures; every series the shipped alerts read is really exposed."""
 from __future__ import annotations
 
 import re
-import urllib.request
 from pathlib import Path
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.deploying import LocalSluicegate
 from policy import keys
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import Scene
+from tests.e2e.scraping import exported
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 RULES = MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml"
@@ -56,12 +55,6 @@ def test_describe_names_the_limit_that_holds_a_pod_and_says_kubernetes_cannot_pl
         scene.kubectl("delete", "pod", "huge00", "-n", namespace, "--wait=false")
 
 
-def _scrape(port: int) -> set[str]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        text = answer.read().decode()
-    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
 def test_every_series_the_shipped_alerts_read_is_exposed_by_a_real_scrape(
     scene: Scene, sluicegate: LocalSluicegate
 ) -> None:
@@ -77,7 +70,7 @@ def test_every_series_the_shipped_alerts_read_is_exposed_by_a_real_scrape(
     assert len(used) >= 6
 
     def exposed() -> set[str] | None:
-        names = set().union(*(_scrape(sluicegate.port(s.name, "metrics")) for s in sluicegate.services))
+        names = exported(sluicegate)
         return names if used <= names else None
 
     eventually(exposed, f"every series of {RULES.name} in the processes' /metrics: {sorted(used)}")

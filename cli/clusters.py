@@ -1,0 +1,150 @@
+"""How the cluster commands reach a cluster, with kubectl's plugin conventions.
+
+``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context``, ``-n`` (else the
+context's namespace), ``-A`` and ``-o json|yaml|wide``: what ``kubectl sluicegate`` users
+expect. Everything is read with the user's own credentials, through ``kube`` (only reads: get
+and list). The objects read are those the gate controller decides over, so that
+``cli.standings`` can take the same decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import yaml
+
+from cli.commands import CommandError
+from cli.standings import Observation
+from cli.tables import json_text
+from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR
+from kube.connecting import JSON, ApiError, Connection, KubeError
+from kube.reading import list_all, open_as_user
+from kube.resources import CORE_EVENTS, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
+from policy import keys
+
+T = TypeVar("T")
+
+USER_AGENT: Final = "sluicegate-cli"
+OUTPUTS: Final = ("json", "yaml", "wide")
+
+
+def configure(
+    parser: argparse.ArgumentParser, *, namespaced: bool = True, all_namespaces: bool = True
+) -> None:
+    """Add kubectl's flags: ``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``-o``."""
+    parser.add_argument("--kubeconfig", default="",
+                        help="the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current context)")
+    if namespaced:
+        parser.add_argument("-n", "--namespace", default="",
+                            help="the namespace (default: the context's namespace)")
+    if all_namespaces:
+        parser.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="",
+                        help="json or yaml for programs, wide for more columns (default: a table)")
+
+
+def structured(data: Any, output: str) -> str | None:
+    """``data`` as JSON or YAML when ``-o`` asks for it, else None (the command prints a table)."""
+    if output == "json":
+        return json_text(data)
+    if output == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one command read: the cluster as the controller sees it, and the namespace meant."""
+
+    seen: Observation
+    namespace: str  # the -n namespace, or the context's; "" with -A
+    pod: JSON | None = None
+    events: tuple[JSON, ...] = ()
+    forbidden: str = ""  # why the cluster-wide view could not be read (explain goes on without it)
+
+
+async def _observe(connection: Connection) -> Observation:
+    answers = await asyncio.gather(
+        list_all(connection, QUEUES),
+        list_all(connection, TEAMS),
+        list_all(connection, PRESETS),
+        list_all(connection, POLICIES, field_selector=f"metadata.name={keys.POLICY_NAME}"),
+        list_all(connection, NAMESPACES, label_selector=keys.TEAM_LABEL),
+        list_all(connection, PODS, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR),
+        return_exceptions=True,  # every read ends before the connection closes
+    )
+    lists: list[list[JSON]] = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        lists.append(answer)
+    queues, teams, presets, policies, namespaces, pods = lists
+    return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
+                       time.time())
+
+
+async def _events(connection: Connection, pod: JSON) -> tuple[JSON, ...]:
+    meta = pod.get("metadata") or {}
+    namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+    selector = f"involvedObject.name={name},involvedObject.namespace={namespace}"
+    found = await list_all(connection, CORE_EVENTS, namespace=namespace, field_selector=selector)
+    return tuple(e for e in found if (e.get("involvedObject") or {}).get("uid") in ("", None, uid))
+
+
+def _forbidden(e: ApiError) -> str:
+    return f"not allowed to read the cluster-wide view ({e.message})"
+
+
+def _run(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T]]) -> T:
+    async def session() -> T:
+        user = await open_as_user(args.kubeconfig, args.context, user_agent=USER_AGENT)
+        namespace = "" if getattr(args, "all_namespaces", False) else (
+            getattr(args, "namespace", "") or user.namespace)
+        async with user.connection as connection:
+            return await work(connection, namespace)
+
+    try:
+        return asyncio.run(session())
+    except ApiError as e:
+        if e.status == 403:
+            raise CommandError(f"forbidden: {e.message}") from e
+        raise CommandError(str(e)) from e
+    except KubeError as e:
+        raise CommandError(str(e)) from e
+
+
+def read(args: argparse.Namespace) -> Reading:
+    """The cluster-wide view (``queues``, ``pods``)."""
+
+    async def work(connection: Connection, namespace: str) -> Reading:
+        return Reading(await _observe(connection), namespace)
+
+    return _run(args, work)
+
+
+def read_pod(args: argparse.Namespace, name: str) -> Reading:
+    """One pod, its events, and the cluster-wide view when the user may read it (``explain``)."""
+
+    async def work(connection: Connection, namespace: str) -> Reading:
+        try:
+            pod = await connection.get(PODS.path(name, namespace=namespace))
+        except ApiError as e:
+            if e.not_found:
+                raise CommandError(f'pod "{name}" not found in namespace {namespace}') from e
+            raise
+        events = await _events(connection, pod)
+        try:
+            seen = await _observe(connection)
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e))
+        return Reading(seen, namespace, pod, events)
+
+    return _run(args, work)

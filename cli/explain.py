@@ -1,0 +1,40 @@
+"""``sluicegate explain POD``: one pod's story, and for a waiting pod what holds it.
+
+    sluicegate explain POD [-n NS] [--kubeconfig F] [--context C] [-o json|yaml]
+
+Who submitted it and with which presets; when it was admitted and gated; why it waits (the
+limit with its numbers, its position, what is ahead of it and what runs in its queue); when
+the controller released it; where kube-scheduler placed it, or the scheduler's words when it
+cannot; how it ran and ended; and its events (``cli.stories``). The three kinds of waiting
+read differently: *held by Sluicegate*, *dispatched, waiting for Kubernetes to place it*, and
+(not waiting) *running* or *finished*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cli import clusters
+from cli.commands import Command
+from cli.standings import stand
+from cli.stories import render, tell
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pod", metavar="POD", help="the pod's name")
+    clusters.configure(parser, all_namespaces=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    reading = clusters.read_pod(args, args.pod)
+    assert reading.pod is not None
+    standing = None if reading.forbidden else stand(reading.seen)
+    story = tell(reading.pod, reading.events, standing, reading.forbidden)
+    text = clusters.structured(story.as_json(), args.output)
+    sys.stdout.write(text if text is not None else render(story))
+    return 0
+
+
+COMMAND = Command("explain", "one pod's story: who, which presets, why it waits, where it runs",
+                  configure, run, description=__doc__ or "")

@@ -1,0 +1,71 @@
+"""``sluicegate pods``: pending pods in dispatch order, with their position and reason.
+
+    sluicegate pods [-q QUEUE] [-n NS | -A] [--kubeconfig F] [--context C] [-o json|yaml|wide]
+
+Pods held by Sluicegate come in the order the controller would release them: higher queue
+priority first, queues of equal priority taking turns, each queue in its own order (pod
+priority, then submission). POSITION is the pod's place among the workloads waiting in its
+queue; REASON and MESSAGE are the Dispatched condition's, worked out now by the controller's
+own decision (``cli.standings``). A pod that fits now is about to be released (reason ``-``).
+Pods released but not placed by kube-scheduler come last, as ``Dispatched`` with the
+scheduler's words: those wait for Kubernetes, not for Sluicegate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cli import clusters
+from cli.commands import Command
+from cli.standings import Entry, stand
+from cli.tables import age, table
+
+HEADER = ("NAME", "QUEUE", "POSITION", "WAITED", "REASON")
+WIDE_EXTRA = ("TEAM", "GPUS", "PRIORITY", "WORKFLOW")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-q", "--queue", default="", help="only this queue's pods")
+    clusters.configure(parser)
+
+
+def as_json(e: Entry) -> dict[str, Any]:
+    return {
+        "namespace": e.namespace, "name": e.name, "queue": e.queue, "team": e.team, "state": e.state,
+        "position": e.position, "reason": e.reason or None, "message": e.message,
+        "waitedSeconds": round(e.waited, 1), "gpus": e.gpus, "priority": e.priority,
+        "workflow": e.workflow or None, "workload": e.workload,
+    }
+
+
+def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
+    out = [e.namespace] if namespaced else []
+    out += [e.name, e.queue, "-" if e.position is None else str(e.position), age(e.waited), e.reason or "-"]
+    if wide:
+        out += [e.team or "-", str(e.gpus), str(e.priority), e.workflow or "-"]
+    return [*out, e.message]
+
+
+def run(args: argparse.Namespace) -> int:
+    reading = clusters.read(args)
+    entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+    text = clusters.structured({"pods": [as_json(e) for e in entries]}, args.output)
+    if text is None:
+        if not entries:
+            where = "in any namespace" if not reading.namespace else f"in namespace {reading.namespace}"
+            queue = f" of queue {args.queue}" if args.queue else ""
+            print(f"No pending pods{queue} {where}.", file=sys.stderr)
+            return 0
+        wide = args.output == "wide"
+        namespaced = not reading.namespace
+        header = (*(("NAMESPACE",) if namespaced else ()), *HEADER, *(WIDE_EXTRA if wide else ()), "MESSAGE")
+        # The message is free text: keep it last and left-aligned, like every text column.
+        text = table(header, [cells(e, namespaced=namespaced, wide=wide) for e in entries], left=len(header))
+    sys.stdout.write(text)
+    return 0
+
+
+COMMAND = Command("pods", "pending pods in dispatch order, with their position and reason",
+                  configure, run, description=__doc__ or "")

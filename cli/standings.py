@@ -1,0 +1,214 @@
+"""Where every queue and every pending pod stands: the controller's own decision, taken again.
+
+The CLI reads what the controller reads (the Queues, Teams, Presets, the Policy, the opted-in
+namespaces and the managed pods that are not finished), builds the Snapshot the same way
+(``extender.snapshots``, ``extender.managed``: only pods admission marked, in namespaces that
+belong to their team) and calls ``policy.dispatching.dispatch``. So a pod's position and
+reason are the ones the controller works out; only the round-robin turn between queues of
+equal priority is unknown here (it lives in the leader's memory), so the CLI starts from the
+first queue by name, as a restarted controller does.
+
+Pure: no I/O. ``cli.clusters`` reads the objects; the commands render the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from extender.assumptions import Assumptions
+from extender.conditions import UNPLACEABLE
+from extender.managed import ManagedPod, managed_pod
+from extender.snapshots import SnapshotBuilder
+from extender.statuses import display
+from policy.catalog import Catalog
+from policy.dispatching import Decision, dispatch
+from policy.fields import InvalidObject, Obj
+from policy.model import Namespace, Snapshot, State, Workload
+from policy.quantities import QuantityError
+
+HELD = "held"
+RELEASING = "releasing"
+UNPLACEABLE_STATE = "unplaceable"
+RELEASING_MESSAGE = "fits now: the controller releases it on its next cycle"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What was read from the API server, as it came (raw JSON), and when."""
+
+    queues: Sequence[Obj] = ()
+    teams: Sequence[Obj] = ()
+    presets: Sequence[Obj] = ()
+    policy: Obj | None = None
+    namespaces: Sequence[Obj] = ()
+    pods: Sequence[Obj] = ()
+    now: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    priority: int | None  # None: pods name a queue that does not exist
+    running: str  # "3/8", "3/-"
+    pending: int
+    gpus: str  # "12/16", "12/-"
+    oldest_wait: float | None  # seconds the oldest pending workload has waited
+    paused: bool
+    ordering: str
+    never: int  # pending workloads that can never run under the current limits
+    unplaceable: int  # released pods kube-scheduler cannot place
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One pending pod: held by Sluicegate, about to be released, or released but unplaceable."""
+
+    namespace: str
+    name: str
+    queue: str
+    team: str
+    state: str  # HELD | RELEASING | UNPLACEABLE_STATE
+    reason: str  # the Dispatched condition's reason ("Dispatched" once released)
+    message: str
+    position: int | None  # 1-based among the workloads still waiting in its queue
+    waited: float
+    gpus: int
+    priority: int
+    workflow: str
+    workload: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    snapshot: Snapshot
+    decision: Decision
+    catalog: Catalog
+    entries: tuple[Entry, ...]  # in dispatch order; the unplaceable ones last
+    unreadable: tuple[str, ...] = ()  # pods that could not be read, and why
+    running: Mapping[str, tuple[Workload, ...]] = field(default_factory=dict)  # queue -> running
+
+    def lineup(self, *, queue: str = "", namespace: str = "") -> list[Entry]:
+        return [e for e in self.entries
+                if (not queue or e.queue == queue) and (not namespace or e.namespace == namespace)]
+
+    def entry(self, namespace: str, name: str) -> Entry | None:
+        for e in self.entries:
+            if e.namespace == namespace and e.name == name:
+                return e
+        return None
+
+    def ahead_of(self, entry: Entry) -> list[Entry]:
+        """The pods of workloads before ``entry``'s in its queue (releasing ones first)."""
+        if entry.position is None:
+            return []
+        return [e for e in self.entries if e.queue == entry.queue and e.workload != entry.workload
+                and (e.state == RELEASING or (e.position is not None and e.position < entry.position))]
+
+    def queue_rows(self) -> list[QueueRow]:
+        snapshot, usage = self.snapshot, self.decision.usage
+        managed = snapshot.policy.managed_resources
+        never = self.decision.waiting.impossible()
+        unplaceable: dict[str, int] = {}
+        for e in self.entries:
+            if e.state == UNPLACEABLE_STATE:
+                unplaceable[e.queue] = unplaceable.get(e.queue, 0) + 1
+        names = set(snapshot.queues) | {w.queue for w in snapshot.workloads if w.state is not State.FINISHED}
+        rows = []
+        for name in sorted(names):
+            q = usage.queue(name)
+            queue = snapshot.queues.get(name)
+            shown = display(q.running, queue.max_running if queue else None, q.requests,
+                            queue.quota if queue else {}, managed)
+            oldest = None if q.oldest_pending is None else max(0.0, snapshot.now - q.oldest_pending)
+            rows.append(QueueRow(
+                name=name, priority=queue.priority if queue else None, running=shown["running"],
+                pending=q.pending, gpus=shown["gpus"], oldest_wait=oldest,
+                paused=bool(queue and queue.paused), ordering=str(queue.ordering) if queue else "-",
+                never=never.get(name, 0), unplaceable=unplaceable.get(name, 0),
+            ))
+        rows.sort(key=lambda r: (-(r.priority if r.priority is not None else -(2**63)), r.name))
+        return rows
+
+
+def _belongs(namespaces: Iterable[Obj]) -> dict[str, str]:
+    """Namespace -> its team, for the opted-in namespaces."""
+    out = {}
+    for obj in namespaces:
+        try:
+            ns = Namespace.parse(obj)
+        except InvalidObject:
+            continue
+        if ns.team:
+            out[ns.name] = ns.team
+    return out
+
+
+def stand(seen: Observation) -> Standing:
+    """Take the controller's decision on what was seen."""
+    catalog = Catalog.from_objects(queues=seen.queues, teams=seen.teams, presets=seen.presets,
+                                   policy=seen.policy)
+    teams = _belongs(seen.namespaces)
+    managed: list[ManagedPod] = []
+    unreadable = []
+    for obj in seen.pods:
+        try:
+            found = managed_pod(obj)
+        except (InvalidObject, QuantityError) as e:
+            unreadable.append(str(e))
+            continue
+        if teams.get(found.pod.namespace) == found.pod.team and not found.pod.terminal:
+            managed.append(found)
+    snapshot = SnapshotBuilder(Assumptions()).build(managed, catalog, seen.now)
+    decision = dispatch(snapshot)
+    return Standing(snapshot, decision, catalog, _entries(snapshot, decision, managed),
+                    tuple(unreadable), _running(snapshot))
+
+
+def _running(snapshot: Snapshot) -> dict[str, tuple[Workload, ...]]:
+    out: dict[str, list[Workload]] = {}
+    for w in snapshot.workloads:
+        if w.state is State.RUNNING:
+            out.setdefault(w.queue, []).append(w)
+    return {q: tuple(sorted(ws, key=lambda w: (w.created, w.key))) for q, ws in out.items()}
+
+
+def _gpus(w: Workload, managed: Sequence[str]) -> int:
+    return sum(w.requests.get(r, 0) for r in managed) // 1000
+
+
+def _entries(snapshot: Snapshot, decision: Decision, managed: Sequence[ManagedPod]) -> tuple[Entry, ...]:
+    resources = snapshot.policy.managed_resources
+    now = snapshot.now
+    by_key = {w.key: w for w in snapshot.workloads}
+
+    def entries_of(w: Workload, state: str, reason: str, message: str, position: int | None) -> list[Entry]:
+        return [Entry(p.namespace, p.name, w.queue, w.team, state, reason, message, position,
+                      max(0.0, now - w.created), _gpus(w, resources), w.priority, w.workflow, w.key)
+                for p in sorted(w.pods, key=lambda p: p.name) if p.gated]
+
+    releasing = [e for w in decision.release for e in entries_of(w, RELEASING, "", RELEASING_MESSAGE, None)]
+    held: list[tuple[tuple[int, int, str], list[Entry]]] = []
+    for key, wait in decision.waiting.items():
+        w = by_key[key]
+        queue = snapshot.queues.get(w.queue)
+        level = queue.priority if queue is not None else 0
+        held.append(((-level, wait.position, w.queue),
+                     entries_of(w, HELD, wait.reason.value, wait.message, wait.position)))
+    held.sort(key=lambda pair: pair[0])
+    unplaceable = []
+    for m in sorted(managed, key=lambda m: m.key):
+        pod = m.pod
+        if pod.gated or pod.node_name or not pod.unschedulable:
+            continue
+        waited = max(0.0, now - pod.created)
+        gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
+        unplaceable.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, UNPLACEABLE_STATE,
+                                 "Dispatched", UNPLACEABLE + pod.unschedulable, None, waited, gpus,
+                                 pod.priority, f"{pod.namespace}/{pod.workflow}" if pod.workflow else "",
+                                 pod.key))
+    return (*releasing, *(e for _, group in held for e in group), *unplaceable)

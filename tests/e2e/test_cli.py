@@ -1,0 +1,171 @@
+"""``sluicegate`` (and ``kubectl sluicegate``) against the real cluster: what waits, in which
+order and why, and each pod's story, told apart for a held, an unplaceable and a finished pod."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controlplane.launching import LocalCluster
+from policy import keys
+from tests.doc_commands import run, shell_env
+from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene
+
+UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
+
+
+def cli(cluster: LocalCluster, command: str) -> str:
+    result = run(command, shell_env(cluster))
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result.stdout
+
+
+def rows(table: str) -> list[dict[str, str]]:
+    """A table as dicts by header (the last column, a message, may hold spaces)."""
+    header, *lines = table.splitlines()
+    names = header.split()
+    return [dict(zip(names, line.split(None, len(names) - 1), strict=True)) for line in lines]
+
+
+def test_explain_tells_a_held_pod_an_unplaceable_pod_and_a_finished_pod_apart(
+    scene: Scene, cluster: LocalCluster
+) -> None:
+    team = scene.team("vision")
+    stopped = scene.queue("stopped", maxRunning=0)
+    roomy = scene.queue("roomy")
+    ns = scene.namespace(team)
+    scene.pods(ns, stopped, 2, prefix="held")
+    scene.pods(ns, roomy, 1, prefix="huge", gpus=16)  # more GPUs than any node has (8)
+    scene.pods(ns, roomy, 1, prefix="quick", seconds=1)
+    try:
+        scene.wait_reason(ns, ["held00", "held01"], keys.Reason.QUEUE_LIMIT.value)
+        scene.wait_condition(ns, "huge00", lambda c: c["message"].startswith(UNPLACEABLE), "unplaceable")
+        eventually(lambda: scene.get("pod", "quick00", ns)["status"].get("phase") == "Succeeded",
+                   "quick00 to finish")
+
+        held = cli(cluster, f"sluicegate explain held01 -n {ns}")
+        lines = held.splitlines()
+        assert lines[0] == f"held by Sluicegate: QueueLimit: queue {stopped}: 0/0 running", held
+        assert "position 2 of 2 in its queue; running 0/0, GPUs 0/-, pending 2" in held
+        assert f"{ns}/held00 (QueueLimit)" in held  # what is ahead of it
+        assert f"admitted to queue {stopped} (team {team}); no presets; gate {keys.GATE} added" in held
+        assert "Submitter:  -" not in held
+        assert "waiting for Kubernetes" not in held and "released by queue" not in held
+
+        unplaceable = cli(cluster, f"sluicegate explain huge00 -n {ns}")
+        first = unplaceable.splitlines()[0]
+        assert first.startswith(f"{UNPLACEABLE}0/4 nodes are available"), unplaceable
+        assert "Insufficient nvidia.com/gpu" in first
+        assert f"released by queue {roomy}" in unplaceable
+        assert "kube-scheduler cannot place it: 0/4 nodes are available" in unplaceable
+        assert "Requests:   16 nvidia.com/gpu" in unplaceable
+        assert "held by Sluicegate" not in unplaceable and "Waiting:" not in unplaceable
+        assert all(f"held: {reason.value}" not in unplaceable for reason in keys.Reason)
+
+        finished = cli(cluster, f"sluicegate explain quick00 -n {ns}")
+        first = finished.splitlines()[0]
+        assert first.startswith("finished: Succeeded at ") and ", ran on node gpu-node-" in first, finished
+        assert f"released by queue {roomy}" in finished
+        assert "scheduled on node gpu-node-" in finished
+        assert "exit code 0" in finished
+        assert "held by Sluicegate" not in finished and UNPLACEABLE not in finished
+
+        story: dict[str, Any] = json.loads(cli(cluster, f"sluicegate explain held01 -n {ns} -o json"))
+        assert story["state"] == "held"
+        assert story["hold"]["position"] == 2 and story["hold"]["ahead"] == [f"{ns}/held00 (QueueLimit)"]
+    finally:
+        scene.kubectl("delete", "pod", "huge00", "-n", ns, "--wait=false")
+
+
+def test_pods_lists_pending_pods_in_dispatch_order_and_queues_shows_each_queues_figures(
+    scene: Scene, cluster: LocalCluster
+) -> None:
+    team = scene.team("vision")
+    high = scene.queue("high", priority=10, maxRunning=0)
+    low = scene.queue("low", maxRunning=1)
+    ns = scene.namespace(team)
+    scene.pods(ns, low, 2, prefix="low", seconds=300)  # low00 runs, low01 waits behind it
+    scene.pods(ns, high, 2, prefix="high")
+    try:
+        scene.wait_reason(ns, ["low01", "high00", "high01"], keys.Reason.QUEUE_LIMIT.value)
+
+        pending = rows(cli(cluster, f"sluicegate pods -n {ns}"))
+        assert [(r["NAME"], r["QUEUE"], r["POSITION"], r["REASON"]) for r in pending] == [
+            ("high00", high, "1", "QueueLimit"), ("high01", high, "2", "QueueLimit"),
+            ("low01", low, "1", "QueueLimit")]
+        assert pending[0]["MESSAGE"] == f"queue {high}: 0/0 running"
+        assert pending[2]["MESSAGE"] == f"queue {low}: 1/1 running"
+
+        listed = json.loads(cli(cluster, f"sluicegate pods -A -q {low} -o json"))["pods"]
+        assert [(p["namespace"], p["name"], p["position"], p["state"]) for p in listed] == [
+            (ns, "low01", 1, "held")]
+
+        # Through the real kubectl: it finds kubectl-sluicegate on PATH (its plugin lookup).
+        queues = {r["NAME"]: r for r in rows(cli(cluster, "kubectl sluicegate queues"))}
+        shown = [(queues[q]["PRIORITY"], queues[q]["RUNNING"], queues[q]["PENDING"], queues[q]["GPUS"],
+                  queues[q]["PAUSED"]) for q in (high, low)]
+        assert shown == [("10", "0/0", "2", "0/-", "false"), ("0", "1/1", "1", "1/-", "false")]
+        oldest = queues[high]["OLDEST-WAIT"]
+        assert oldest != "-" and oldest[-1] == "s", oldest
+        assert list(queues).index(high) < list(queues).index(low)  # higher priority first
+    finally:
+        scene.kubectl("delete", "pod", "low00", "-n", ns, "--wait=false")
+
+
+def test_a_pod_that_does_not_exist_is_one_line_on_stderr(scene: Scene, cluster: LocalCluster) -> None:
+    ns = scene.namespace(scene.team("vision"))
+    result = run(f"kubectl sluicegate explain nothing-here -n {ns}", shell_env(cluster))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f'sluicegate: pod "nothing-here" not found in namespace {ns}'
+
+
+def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
+    """A kubeconfig for a service account that may read pods and events in ``ns`` only, with
+    ``ns`` as its context's namespace."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pod-reader", "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "pod-reader", "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+               "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}
+    scene.create(role, binding)
+    token = scene.kubectl("create", "token", "default", "-n", ns).strip()
+    admin = yaml.safe_load(scene.cluster.kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+        "users": [{"name": "reader", "user": {"token": token}}],
+        "contexts": [{"name": "reader", "context": {"cluster": admin["clusters"][0]["name"], "user": "reader",
+                                                    "namespace": ns}}],
+        "current-context": "reader",
+    }
+    path = directory / "reader.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_user_who_may_read_only_their_namespace_gets_the_story_without_the_queue_view(
+    scene: Scene, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    team = scene.team("vision")
+    stopped = scene.queue("stopped", maxRunning=0)
+    ns = scene.namespace(team)
+    scene.pods(ns, stopped, 1, prefix="held")
+    scene.wait_reason(ns, ["held00"], keys.Reason.QUEUE_LIMIT.value)
+    reader = _namespace_reader(scene, ns, tmp_path)
+    env = shell_env(cluster)
+
+    story = run(f"sluicegate explain held00 --kubeconfig {reader}", env)  # -n: the context's namespace
+    assert story.returncode == 0, story.stderr
+    first, *_ = story.stdout.splitlines()
+    assert first == f"held by Sluicegate: QueueLimit: queue {stopped}: 0/0 running"
+    note = "Note: position and what is ahead unknown: not allowed to read the cluster-wide view"
+    assert note in story.stdout, story.stdout
+
+    refused = run(f"sluicegate pods --kubeconfig {reader}", env)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("sluicegate: forbidden: ") and "cannot list resource" in refused.stderr

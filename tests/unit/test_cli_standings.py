@@ -1,0 +1,162 @@
+"""What ``sluicegate queues``, ``pods`` and ``explain`` answer, from objects as the API server
+sends them (no cluster): the controller's decision, taken again by the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Observation, stand
+from cli.stories import FINISHED, HELD_STATE, UNMANAGED, render, tell
+from cli.stories import UNPLACEABLE_STATE as UNPLACEABLE_STORY
+from kube.reading import kubeconfig_files
+from policy import keys
+from tests.builders import T0, MakeNamespace, MakePod, MakePolicy, MakeQueue, MakeTeam, timestamp
+
+Obj = dict[str, Any]
+
+
+def pod(name: str, queue: str, *, ns: str = "vision-research", team: str = "vision", at: float = 0.0,
+        gpus: int = 1) -> MakePod:
+    return MakePod(ns, name).queue(queue).team(team).gpus(gpus).created(at).admitted(at)
+
+
+def seen(*pods: MakePod, queues: tuple[MakeQueue, ...] = (), teams: tuple[MakeTeam, ...] = (),
+         policy: MakePolicy | None = None, now: float = 100.0) -> Observation:
+    namespaces = [MakeNamespace("vision-research").team("vision").obj(),
+                  MakeNamespace("nlp").team("nlp").obj(), MakeNamespace("elsewhere").obj()]
+    return Observation(queues=[q.obj() for q in queues], teams=[t.obj() for t in teams],
+                       policy=policy.obj() if policy else None, namespaces=namespaces,
+                       pods=[p.obj() for p in pods], now=T0 + now)
+
+
+def test_a_full_queue_holds_its_pods_in_submission_order_with_the_limit_and_its_numbers() -> None:
+    train = MakeQueue("train").max_running(1)
+    standing = stand(seen(pod("p0", "train").running("n1"), pod("p1", "train", at=1).gated(),
+                          pod("p2", "train", at=2).gated(), queues=(train,)))
+    lineup = standing.lineup()
+    assert [(e.name, e.position, e.reason, e.state) for e in lineup] == [
+        ("p1", 1, "QueueLimit", HELD), ("p2", 2, "QueueLimit", HELD)]
+    assert lineup[0].message == "queue train: 1/1 running"
+    (row,) = standing.queue_rows()
+    assert (row.name, row.running, row.pending, row.gpus, row.paused) == ("train", "1/1", 2, "1/-", False)
+    assert row.oldest_wait == 99.0
+
+
+def test_higher_priority_queues_come_first_and_equal_ones_take_turns() -> None:
+    queues = (MakeQueue("low").max_running(0), MakeQueue("a").priority(5).max_running(0),
+              MakeQueue("b").priority(5).max_running(0))
+    pods = [pod(f"{q}{i}", q, at=i).gated() for q in ("low", "a", "b") for i in range(2)]
+    order = [e.name for e in stand(seen(*pods, queues=queues)).lineup()]
+    assert order == ["a0", "b0", "a1", "b1", "low0", "low1"]
+
+
+def test_work_that_fits_now_is_shown_as_about_to_be_released() -> None:
+    standing = stand(seen(pod("p0", "train").gated(), queues=(MakeQueue("train"),)))
+    (entry,) = standing.lineup()
+    assert entry.state == RELEASING and entry.position is None and not entry.reason
+
+
+def test_pods_of_a_namespace_that_is_not_opted_in_count_for_nothing() -> None:
+    stray = pod("x", "train", ns="elsewhere").running("n1")
+    one = MakeQueue("train").max_running(1)
+    standing = stand(seen(stray, pod("p1", "train", at=1).gated(), queues=(one,)))
+    assert [e.state for e in standing.lineup()] == [RELEASING]
+
+
+def test_a_released_pod_the_scheduler_cannot_place_is_listed_last_as_dispatched() -> None:
+    words = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    huge = pod("huge", "train", gpus=16).unschedulable(words)
+    one = MakeQueue("train").max_running(1)
+    standing = stand(seen(huge, pod("p1", "train", at=1).gated(), queues=(one,)))
+    assert [(e.name, e.state, e.reason) for e in standing.lineup()] == [
+        ("p1", HELD, "QueueLimit"), ("huge", UNPLACEABLE_STATE, "Dispatched")]
+    assert standing.lineup()[1].message.startswith("dispatched, waiting for Kubernetes to place it: 0/4")
+    assert standing.queue_rows()[0].unplaceable == 1
+
+
+def test_filters_by_queue_and_namespace() -> None:
+    queues = (MakeQueue("a").max_running(0), MakeQueue("b").max_running(0))
+    standing = stand(seen(pod("a0", "a").gated(), pod("b0", "b").gated(),
+                          pod("n0", "a", ns="nlp", team="nlp", at=1).gated(), queues=queues))
+    assert [e.name for e in standing.lineup(queue="a")] == ["a0", "n0"]
+    assert [e.name for e in standing.lineup(namespace="nlp")] == ["n0"]
+
+
+def test_a_queue_pods_name_that_does_not_exist_is_listed_as_missing() -> None:
+    standing = stand(seen(pod("p0", "gone").gated()))
+    (row,) = standing.queue_rows()
+    assert row.name == "gone" and row.priority is None
+    assert standing.lineup()[0].message == 'queue "gone" does not exist'
+
+
+def test_work_that_can_never_run_is_counted_per_queue() -> None:
+    standing = stand(seen(pod("big", "train", gpus=9).gated(), queues=(MakeQueue("train").quota(gpus=8),)))
+    assert standing.queue_rows()[0].never == 1
+    assert "can never run under the current limits" in standing.lineup()[0].message
+
+
+def _submitted(p: MakePod, user: str = "alice") -> MakePod:
+    return (p.annotation(keys.SUBMITTER_ANNOTATION, f'{{"user":"{user}","groups":["vision-devs"]}}')
+            .annotation(keys.APPLIED_PRESETS_ANNOTATION, "data-lake,single-gpu"))
+
+
+def test_the_story_of_a_held_pod_names_the_limit_its_position_and_what_is_ahead() -> None:
+    team = MakeTeam("vision").max_running(1)
+    held = _submitted(pod("p2", "train", at=2).gated())
+    standing = stand(seen(pod("p0", "train").running("n1"), pod("p1", "train", at=1).gated(), held,
+                          queues=(MakeQueue("train"),), teams=(team,)))
+    story = tell(held.obj(), [], standing)
+    assert story.state == HELD_STATE
+    assert story.headline == "held by Sluicegate: TeamLimit: team vision: 1/1 running"
+    assert story.hold is not None
+    assert (story.hold.position, story.hold.waiting_in_queue) == (2, 2)
+    assert story.hold.ahead == ("vision-research/p1 (TeamLimit)",)
+    assert story.hold.running == ("vision-research/p0",)
+    text = render(story)
+    assert "alice (groups: vision-devs)" in text and "data-lake, single-gpu" in text
+    assert "position 2 of 2 in its queue; running 1/-, GPUs 1/-, pending 2" in text
+    assert "waiting for Kubernetes" not in text
+
+
+def test_the_story_of_an_unplaceable_pod_gives_the_schedulers_words_and_no_reason_of_sluicegate() -> None:
+    words = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    huge = _submitted(pod("huge", "train", gpus=16).unschedulable(words)).annotation(
+        keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 3))
+    story = tell(huge.obj(), [], stand(seen(huge, queues=(MakeQueue("train"),))))
+    assert story.state == UNPLACEABLE_STORY
+    assert story.headline == f"dispatched, waiting for Kubernetes to place it: {words}"
+    assert story.hold is None
+    text = render(story)
+    assert "released by queue train after waiting 3.0s" in text
+    assert all(reason.value not in text for reason in keys.Reason)
+
+
+def test_the_story_of_a_finished_pod_says_where_it_ran_and_how_it_ended() -> None:
+    done = _submitted(pod("quick", "train").finished().node("n1")).annotation(
+        keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 1))
+    obj = done.obj()
+    obj["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": {
+        "exitCode": 0, "reason": "Completed", "finishedAt": timestamp(T0 + 5)}}}]
+    story = tell(obj, [], stand(seen(queues=(MakeQueue("train"),))))
+    assert story.state == FINISHED
+    assert story.headline.startswith("finished: Succeeded at ") and story.headline.endswith("ran on node n1")
+    assert "container main ended: Completed, exit code 0" in render(story)
+
+
+def test_without_the_cluster_wide_view_a_held_pod_still_tells_its_condition() -> None:
+    held = pod("p1", "train").gated().obj()
+    held["status"]["conditions"] = [{"type": keys.CONDITION, "status": "False", "reason": "QueueLimit",
+                                     "message": "queue train: 1/1 running"}]
+    story = tell(held, [], None, "pods is forbidden")
+    assert story.headline == "held by Sluicegate: QueueLimit: queue train: 1/1 running"
+    assert story.notes == ("position and what is ahead unknown: pods is forbidden",)
+
+
+def test_a_pod_without_sluicegates_labels_is_unmanaged() -> None:
+    assert tell(MakePod("default", "web").obj(), [], None).state == UNMANAGED
+
+
+def test_the_kubeconfig_is_chosen_as_kubectl_chooses_it() -> None:
+    assert kubeconfig_files("/a", {"KUBECONFIG": "/b:/c"}) == "/a"
+    assert kubeconfig_files("", {"KUBECONFIG": "/b:/c"}) == "/b:/c"
+    assert kubeconfig_files("", {}) == "~/.kube/config"

@@ -1,0 +1,38 @@
+"""The Grafana dashboard in manifests/ is well formed and covers what operators watch."""
+
+from __future__ import annotations
+
+from tests.dashboards import dashboard, panels, queries, series
+from tests.manifest_files import MANIFESTS, documents
+
+
+def test_every_panel_queries_sluicegate_series_through_the_chosen_data_source() -> None:
+    board = dashboard()
+    found = list(panels(board))
+    assert len(found) >= 12
+    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    for panel in found:
+        assert panel["title"] and panel["targets"], panel["title"]
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["gridPos"]["x"] >= 0 and panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        for target in panel["targets"]:
+            assert "sluicegate_" in target["expr"], (panel["title"], target["expr"])
+
+
+def test_the_panels_cover_queues_waits_gpu_use_unplaceable_pods_and_denials() -> None:
+    used = series(dashboard())
+    assert {
+        "sluicegate_queue_pending_workloads", "sluicegate_queue_running_workloads",
+        "sluicegate_wait_seconds_bucket", "sluicegate_team_usage", "sluicegate_queue_usage",
+        "sluicegate_dispatched_unplaceable_pods", "sluicegate_admission_denials_total",
+    } <= used
+    assert any(q.startswith("histogram_quantile(0.95, ") and "sluicegate_wait_seconds_bucket" in q
+               for q in queries(dashboard()))
+
+
+def test_the_monitoring_component_ships_it_as_a_configmap_for_the_grafana_sidecar() -> None:
+    (component,) = documents(MANIFESTS / "components" / "monitoring" / "kustomization.yaml")
+    (generator,) = component["configMapGenerator"]
+    assert generator["files"] == ["sluicegate.json=dashboard.json"]
+    assert generator["options"]["labels"]["grafana_dashboard"] == "1"
+    assert generator["options"]["disableNameSuffixHash"] is True
