@@ -14,7 +14,7 @@ from aiohttp import web
 from kube.authorizing import AccessReviews
 from kube.cache import Cache
 from kube.connecting import Connection, KubeError
-from process import logs
+from process import catalogs, logs
 from process.signals import stopped
 from webhook.application import build_app, operations_app
 from webhook.certificates import ReloadingCertificate
@@ -37,6 +37,7 @@ async def serve(settings: Settings) -> None:
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
     metrics = AdmissionMetrics()
+    catalogs.register(metrics.registry, cache.catalog)
     stopping = asyncio.Event()
     admission = web.AppRunner(build_app(settings, cache, metrics, AccessReviews(connection)), access_log=None,
                               shutdown_timeout=settings.shutdown_seconds)
