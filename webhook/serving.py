@@ -19,6 +19,7 @@ from process.signals import stopped
 from webhook.application import build_app, operations_app
 from webhook.certificates import ReloadingCertificate
 from webhook.metrics import AdmissionMetrics
+from webhook.owners import JobCreators
 from webhook.settings import Settings, parse
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,12 @@ async def serve(settings: Settings) -> None:
     certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
+    owners = JobCreators.watching(cache)
     metrics = AdmissionMetrics()
     catalogs.register(metrics.registry, cache.catalog)
     stopping = asyncio.Event()
-    admission = web.AppRunner(build_app(settings, cache, metrics, AccessReviews(connection)), access_log=None,
-                              shutdown_timeout=settings.shutdown_seconds)
+    app = build_app(settings, cache, metrics, AccessReviews(connection), owners)
+    admission = web.AppRunner(app, access_log=None, shutdown_timeout=settings.shutdown_seconds)
     operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                                shutdown_timeout=settings.shutdown_seconds)
     cache.start()

@@ -135,6 +135,8 @@ RBAC = [
     (WEBHOOK_ACCOUNT, ("watch", "presets.sluicegate.dev"), True),
     (WEBHOOK_ACCOUNT, ("watch", "namespaces"), True),
     (WEBHOOK_ACCOUNT, ("create", "subjectaccessreviews.authorization.k8s.io"), True),
+    (WEBHOOK_ACCOUNT, ("watch", "jobs.batch", "-A"), True),
+    (WEBHOOK_ACCOUNT, ("create", "jobs.batch", "-n", "default"), False),
     (WEBHOOK_ACCOUNT, ("list", "pods", "-A"), False),
     (WEBHOOK_ACCOUNT, ("patch", "pods", "-n", "default"), False),
     (WEBHOOK_ACCOUNT, ("update", "queues.sluicegate.dev", "--subresource=status"), False),
