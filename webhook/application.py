@@ -92,7 +92,7 @@ def readiness(source: Source, stopping: asyncio.Event | None = None) -> Readines
         if stopping is not None and stopping.is_set():
             return "shutting down"
         if not source.synced:
-            return "the cache has not listed Queues, Teams, Presets, the Policy and Namespaces yet"
+            return "the cache has not listed Queues, Teams, Presets, the Policy, Namespaces and Jobs yet"
         return None
 
     return ready

@@ -21,6 +21,7 @@ import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
+from policy.pods import Submitter
 from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.manifests.conftest import rendered_objects
 from tests.manifest_files import ACCOUNT_GROUPS, CONTROLLER_ACCOUNT
@@ -45,6 +46,14 @@ HELD = {
 
 
 STAMPED = {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: '{"user":"alice"}'}}}
+
+
+def stamped_by(cluster: LocalCluster) -> dict[str, Any]:
+    """A template stamped with the admin's own identity: a running Sluicegate (the session's, if a
+    test started it) admits that stamp on a CronJob the admin creates in any namespace."""
+    user = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    stamp = Submitter(user["username"], frozenset(user.get("groups", ()))).to_annotation()
+    return {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: stamp}}}
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +141,7 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     kubectl.apply(
         pod("held", HELD), pod("plain", gates("example.com/hold")),
         job("Job", "gpu-job", gpu_template()), job("CronJob", "gpu-cron", gpu_template()),
-        job("CronJob", "cpu-cron", {}), job("CronJob", "stamped-cron", STAMPED),
+        job("CronJob", "cpu-cron", {}), job("CronJob", "stamped-cron", stamped_by(installed)),
     )
     installed.kubectl("label", "namespace", ns, f"{keys.TEAM_LABEL}=vision")
     configs = rendered_objects(installed, "admission")
