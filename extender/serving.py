@@ -28,7 +28,7 @@ from kube.cache import Cache
 from kube.connecting import Connection, KubeError
 from kube.leasing import Elector
 from kube.resources import PODS
-from process import logs
+from process import catalogs, logs
 from process.signals import stopped
 from webhook.certificates import ReloadingCertificate
 
@@ -50,6 +50,7 @@ async def serve(settings: Settings) -> None:
     pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
                        quiet=True)
     metrics = ControllerMetrics()
+    catalogs.register(metrics.registry, cache.catalog)
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
                                 policy_exists=lambda: len(cache.policies) > 0,

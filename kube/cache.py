@@ -179,7 +179,10 @@ class Cache:
             effect = "admission of managed pods is closed" if closed else "the last valid one stays in force"
             log.warning("Policy %s does not parse; %s", keys.POLICY_NAME, effect,
                         extra={"fields": {"problem": problem}})
-        self._previous = catalog
+        # A catalog built before the Policy was listed holds defaults, not the last valid
+        # Policy: remembering it would let a broken Policy listed next fall back to them.
+        if self.policies.synced.is_set() or len(self.policies) > 0:
+            self._previous = catalog
         return catalog
 
     def namespace(self, name: str) -> Namespace | None:

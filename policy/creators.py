@@ -85,8 +85,16 @@ def submitter_of(
         return stamped or request.creator
     if raw is not None and stamped != owner_creator:
         named = f"user {stamped.user}" if stamped is not None else f'"{raw}"'
+        creator = f"user {owner_creator.user}"
+        if stamped is not None and stamped.user == owner_creator.user:  # the groups differ
+            named += f" in groups {_groups(stamped)}"
+            creator += f" in groups {_groups(owner_creator)}"
         return Deny(
             f"annotation {keys.SUBMITTER_ANNOTATION} names {named}, but the {owner.kind} that "
-            f"owns this pod was created by user {owner_creator.user}"
+            f"owns this pod was created by {creator}"
         )
     return owner_creator
+
+
+def _groups(submitter: Submitter) -> str:
+    return ", ".join(sorted(submitter.groups)) or "(none)"

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from kube.connecting import KubeError
 from process.probes import Readiness, probe_app
 from webhook.metrics import AdmissionMetrics
-from webhook.reviewing import Authorizer, BadReview, Reviewer, Source, Webhook
+from webhook.reviewing import Authorizer, BadReview, Owners, Reviewer, Source, Webhook
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,12 @@ def build_app(
     source: Source,
     metrics: AdmissionMetrics | None = None,
     authorizer: Authorizer | None = None,
+    owners: Owners | None = None,
 ) -> web.Application:
-    """``authorizer`` answers whether a user may release a queue by hand; without one no one may."""
+    """``authorizer`` answers whether a user may release a queue by hand; without one no one may.
+    ``owners`` answers who created a pod's Job; without it a Job's stamp is taken as it is."""
     metrics = metrics if metrics is not None else AdmissionMetrics()
-    reviewer = Reviewer(source, settings.controller, metrics, authorizer)
+    reviewer = Reviewer(source, settings.controller, metrics, authorizer, owners)
 
     def endpoint(webhook: Webhook) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -90,7 +92,7 @@ def readiness(source: Source, stopping: asyncio.Event | None = None) -> Readines
         if stopping is not None and stopping.is_set():
             return "shutting down"
         if not source.synced:
-            return "the cache has not listed Queues, Teams, Presets, the Policy and Namespaces yet"
+            return "the cache has not listed Queues, Teams, Presets, the Policy, Namespaces and Jobs yet"
         return None
 
     return ready

@@ -62,6 +62,12 @@ class Source(Protocol):
     async def current_namespace(self, name: str) -> Namespace: ...
 
 
+class Owners(Protocol):
+    """Who created a pod's owner, when known: ``webhook.owners.JobCreators`` in a running server."""
+
+    async def creator(self, request: Request, namespace: str) -> Submitter | None: ...
+
+
 class Authorizer(Protocol):
     """Who may release a queue by hand: ``kube.authorizing.AccessReviews`` in a running server."""
 
@@ -140,11 +146,13 @@ class Reviewer:
         controller: str,
         metrics: AdmissionMetrics,
         authorizer: Authorizer | None = None,
+        owners: Owners | None = None,
     ) -> None:
         self.source = source
         self.controller = controller
         self.metrics = metrics
         self.authorizer = authorizer
+        self.owners = owners
 
     async def _may_release(self, review: Review) -> bool:
         """Asked only when the request removes a gate; without an authorizer no one may."""
@@ -160,10 +168,13 @@ class Reviewer:
         else:  # the UPDATE rules do not depend on the namespace
             namespace = self.source.namespace(review.namespace) or Namespace(review.namespace)
         may_release = await self._may_release(review)
+        owner_creator = None
+        if self.owners is not None and namespace.opted_in:
+            owner_creator = await self.owners.creator(request, review.namespace)
         try:
             decision = admitting.review(
                 request, namespace, self.source.catalog(), controller=self.controller,
-                now=datetime.now(UTC), may_release=may_release,
+                now=datetime.now(UTC), may_release=may_release, owner_creator=owner_creator,
             )
         except MalformedReview as e:  # a shape no API server sends
             raise BadReview(f"AdmissionReview.request: {e}") from None

@@ -14,11 +14,12 @@ from aiohttp import web
 from kube.authorizing import AccessReviews
 from kube.cache import Cache
 from kube.connecting import Connection, KubeError
-from process import logs
+from process import catalogs, logs
 from process.signals import stopped
 from webhook.application import build_app, operations_app
 from webhook.certificates import ReloadingCertificate
 from webhook.metrics import AdmissionMetrics
+from webhook.owners import JobCreators
 from webhook.settings import Settings, parse
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,12 @@ async def serve(settings: Settings) -> None:
     certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
+    owners = JobCreators.watching(cache)
     metrics = AdmissionMetrics()
+    catalogs.register(metrics.registry, cache.catalog)
     stopping = asyncio.Event()
-    admission = web.AppRunner(build_app(settings, cache, metrics, AccessReviews(connection)), access_log=None,
-                              shutdown_timeout=settings.shutdown_seconds)
+    app = build_app(settings, cache, metrics, AccessReviews(connection), owners)
+    admission = web.AppRunner(app, access_log=None, shutdown_timeout=settings.shutdown_seconds)
     operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                                shutdown_timeout=settings.shutdown_seconds)
     cache.start()

@@ -4,18 +4,23 @@ a node's own mirror pod is admitted unchanged, and break glass works only for a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from controlplane.deploying import LocalSluicegate
 from policy import keys
 from policy.pods import Submitter
 from tests.admission_builders import make_queue, make_team
+from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, gpu_pod
 
 NODE = "gpu-node-0"
@@ -89,7 +94,7 @@ def test_a_mirror_pod_created_by_its_node_is_admitted_unchanged(
     assert created.returncode == 0, created.stderr
     stored = json.loads(created.stdout)
     assert "schedulingGates" not in stored["spec"]
-    assert stored["metadata"].get("labels", {}) == {}
+    assert not [k for k in stored["metadata"].get("labels", {}) if k.startswith(keys.PREFIX)]
     assert {k for k in stored["metadata"]["annotations"] if k.startswith(keys.GROUP)} == set()
     assert stored["spec"]["nodeName"] == NODE
 
@@ -151,3 +156,148 @@ def test_break_glass_releases_only_for_a_user_allowed_to_release_the_queue(
     released = project.pod("urgent")
     assert "schedulingGates" not in released["spec"]
     assert released["metadata"]["labels"][keys.QUEUE_LABEL] == oncall_may_release
+
+
+# --- stamps on Jobs, wherever they are written (item 7) ---------------------------------------
+
+
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
+def suspended_job(name: str, namespace: str, stamp: str | None = None) -> dict[str, Any]:
+    """A GPU Job that starts no pods (suspended), its template stamped for ``stamp`` if given."""
+    pod = gpu_pod("x", namespace)
+    del pod["metadata"]["name"], pod["metadata"]["namespace"]
+    template = {"metadata": pod["metadata"], "spec": pod["spec"]}
+    if stamp is not None:
+        template["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION] = Submitter(stamp).to_annotation()
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"suspend": True, "backoffLimit": 0, "template": template}}
+
+
+def test_a_job_stamped_for_someone_else_is_refused_in_a_namespace_not_opted_in(project: Project) -> None:
+    alice = project.user("alice", "vision-devs")
+    forged = yaml.safe_dump(suspended_job("forged", project.namespace, stamp="pat"))
+    # The API server picks up a webhook configuration on its own time after `up`.
+    eventually(lambda: "jobs.validate.sluicegate.dev" in alice.cluster.kubectl(
+        *alice.identity, "-n", project.namespace, "create", "--dry-run=server", "-f", "-", input=forged,
+        check=False).stderr, "the API server to call the validating Job webhook")
+    refusal = alice.fails("create", "-f", "-", input=forged)
+    assert "jobs.validate.sluicegate.dev" in refusal
+    assert f"annotation {keys.SUBMITTER_ANNOTATION} {WRITTEN_BY_SLUICEGATE}" in refusal
+    assert project.admin.run("get", "jobs", "-o", "name") == ""
+
+
+def test_a_job_without_sluicegate_keys_in_a_namespace_not_opted_in_is_admitted_unchanged(
+    project: Project,
+) -> None:
+    job = suspended_job("plain", project.namespace)
+    project.user("alice", "vision-devs").run("create", "-f", "-", input=yaml.safe_dump(job))
+    stored = project.admin.get("job", "plain")["spec"]["template"]
+    assert stored["metadata"]["annotations"] == job["spec"]["template"]["metadata"]["annotations"]
+    assert not [k for k in stored["metadata"].get("labels", {}) if k.startswith(keys.PREFIX)]
+    assert stored["spec"]["containers"][0]["resources"] == job["spec"]["template"]["spec"]["containers"][0][
+        "resources"]
+
+
+def test_a_pod_claiming_a_job_is_judged_against_the_jobs_creator(project: Project, train: str) -> None:
+    """Whoever acts as the Job controller, a pod of alice's Job is submitted by alice."""
+    project.user("alice", "vision-devs").run(
+        "create", "-f", "-", input=yaml.safe_dump(suspended_job("sweep", project.namespace)))
+    job = project.admin.get("job", "sweep")
+    stamp = job["spec"]["template"]["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]
+    assert json.loads(stamp)["user"] == "alice"
+
+    def pod(stamp: str) -> str:
+        obj = gpu_pod("sweep-0", project.namespace)
+        obj["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION] = stamp
+        obj["metadata"]["ownerReferences"] = [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "sweep", "uid": job["metadata"]["uid"],
+            "controller": True,
+        }]
+        return yaml.safe_dump(obj)
+
+    as_controller = project.user(JOB_CONTROLLER, "system:serviceaccounts",
+                                 "system:serviceaccounts:kube-system")
+    refusal = as_controller.fails("create", "-f", "-", input=pod(Submitter("pat").to_annotation()))
+    assert (f"annotation {keys.SUBMITTER_ANNOTATION} names user pat, but the Job that owns this pod was "
+            "created by user alice") in refusal
+    admitted = json.loads(as_controller.run("create", "--dry-run=server", "-o", "json", "-f", "-",
+                                            input=pod(stamp)))
+    assert admitted["spec"]["schedulingGates"] == [{"name": keys.GATE}]
+    assert admitted["metadata"]["labels"][keys.QUEUE_LABEL] == train
+
+
+# --- a broken Policy fails closed and is exported (item 4) ------------------------------------
+
+
+POLICY_CRD = "policies.sluicegate.dev"
+MAX_RUNNING_MINIMUM = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/maxRunning/minimum"
+
+
+def _policy_broken(sluicegate: LocalSluicegate) -> dict[str, float]:
+    """``sluicegate_policy_broken`` as each process's /metrics shows it."""
+    values = {}
+    for service in sluicegate.services:
+        port = sluicegate.port(service.name, "metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "sluicegate_policy_broken":
+                    values[service.name] = sample.value
+    return values
+
+
+@contextlib.contextmanager
+def policy_stored_unchecked(project: Project) -> Iterator[None]:
+    """The Policy schema without its minimum for maxRunning, as an older release's CRD might be
+    (objects stored under it stay as stored when the schema tightens again)."""
+    cluster = project.admin.cluster
+    cluster.kubectl("patch", "crd", POLICY_CRD, "--type=json",
+                    "-p", json.dumps([{"op": "remove", "path": MAX_RUNNING_MINIMUM}]))
+    try:
+        yield
+    finally:
+        cluster.kubectl("patch", "crd", POLICY_CRD, "--type=json",
+                        "-p", json.dumps([{"op": "add", "path": MAX_RUNNING_MINIMUM, "value": 0}]))
+
+
+def test_a_broken_policy_is_alerted_on_and_the_last_valid_one_stays_in_force(
+    project: Project, train: str, running: LocalSluicegate
+) -> None:
+    admin = project.admin.cluster
+    def policy(**spec: Any) -> str:
+        return yaml.safe_dump({"apiVersion": keys.API_VERSION, "kind": "Policy",
+                               "metadata": {"name": keys.POLICY_NAME},
+                               "spec": {"managedResources": [keys.GPU_RESOURCE, "amd.com/gpu"], **spec}})
+
+    amd = gpu_pod("amd", project.namespace)
+    amd["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": "1"}}
+    alice = project.user("alice", "vision-devs")
+
+    def gated(pod: dict[str, Any]) -> bool:
+        out = alice.cluster.kubectl(*alice.identity, "-n", project.namespace, "create", "--dry-run=server",
+                                    "-o", "json", "-f", "-", input=yaml.safe_dump(pod)).stdout
+        return bool(json.loads(out)["spec"].get("schedulingGates"))
+
+    admin.kubectl("apply", "-f", "-", input=policy())
+    try:
+        eventually(lambda: gated(amd), "the webhook to manage amd.com/gpu as the Policy says")
+        with policy_stored_unchecked(project):
+            eventually(lambda: admin.kubectl("apply", "-f", "-", input=policy(maxRunning=-1),
+                                             check=False).returncode == 0,
+                       "the API server to store a Policy under the loosened schema")
+        eventually(lambda: set(_policy_broken(running).values()) == {1.0},
+                   "every process to export sluicegate_policy_broken 1")
+        # Defaults would drop amd.com/gpu from management; the last valid Policy keeps it.
+        alice.apply(amd)
+        stored = project.pod("amd")
+        assert stored["spec"]["schedulingGates"] == [{"name": keys.GATE}]
+        assert stored["metadata"]["labels"][keys.QUEUE_LABEL] == train
+
+        admin.kubectl("apply", "-f", "-", input=policy(maxRunning=5))
+        eventually(lambda: set(_policy_broken(running).values()) == {0.0},
+                   "every process to export sluicegate_policy_broken 0 once the Policy is fixed")
+    finally:
+        admin.kubectl("delete", "policies.sluicegate.dev", keys.POLICY_NAME, "--ignore-not-found")

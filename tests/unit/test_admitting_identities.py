@@ -188,6 +188,13 @@ def job_pod() -> PodBuilder:
             id="a stamp that does not name the Job's known creator is refused",
         ),
         pytest.param(
+            job_pod().submitter("alice", "sre"),
+            Submitter("alice", frozenset({"vision-devs"})),
+            "annotation sluicegate.dev/submitter names user alice in groups sre, but the Job that owns "
+            "this pod was created by user alice in groups vision-devs",
+            id="a stamp that gives the Job's known creator other groups is refused, naming both",
+        ),
+        pytest.param(
             job_pod().submitter("alice"),
             Submitter("alice"),
             "alice",

@@ -47,10 +47,10 @@ def test_no_rbac_rule_uses_wildcards_or_touches_secrets() -> None:
             assert "secrets" not in rule["resources"], obj["metadata"]["name"]
 
 
-def test_the_webhook_reads_sluicegate_kinds_and_namespaces_and_asks_access_reviews_nothing_else() -> None:
+def test_the_webhook_reads_our_kinds_namespaces_and_jobs_and_asks_access_reviews_nothing_else() -> None:
     grants = _grants(_rules("ClusterRole", "sluicegate-webhook"))
     reads = {(g, r, v) for g, r in [("sluicegate.dev", k) for k in ("queues", "teams", "presets", "policies")]
-             + [("", "namespaces")] for v in ("get", "list", "watch")}
+             + [("", "namespaces"), ("batch", "jobs")] for v in ("get", "list", "watch")}
     assert grants == reads | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 
 
@@ -150,19 +150,29 @@ def _webhooks() -> list[tuple[str, dict[str, Any]]]:
     return [(o["kind"], w) for o in objects("admission") for w in o["webhooks"]]
 
 
-def test_every_webhook_fails_closed_on_opted_in_namespaces_only() -> None:
+STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev")
+SPARED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "sluicegate-system"]
+
+
+def test_every_webhook_fails_closed_and_only_the_stamp_checks_reach_namespaces_not_opted_in() -> None:
     hooks = _webhooks()
     assert [w["name"] for _, w in hooks] == [
         "pods.mutate.sluicegate.dev", "jobs.mutate.sluicegate.dev", "cronjobs.mutate.sluicegate.dev",
-        "pods.validate.sluicegate.dev",
+        "pods.validate.sluicegate.dev", *STAMP_CHECKS,
     ]
     for kind, hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] <= 5
-        opted_in = {"key": keys.TEAM_LABEL, "operator": "Exists"}
-        assert hook["namespaceSelector"] == {"matchExpressions": [opted_in]}
+        if hook["name"] in STAMP_CHECKS:
+            # Every namespace but the system ones and Sluicegate's own, which must never
+            # depend on the webhook being up.
+            spared = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": SPARED_NAMESPACES}
+            assert hook["namespaceSelector"] == {"matchExpressions": [spared]}
+        else:
+            opted_in = {"key": keys.TEAM_LABEL, "operator": "Exists"}
+            assert hook["namespaceSelector"] == {"matchExpressions": [opted_in]}
         assert hook["matchConditions"]
         service = hook["clientConfig"]["service"]
         assert (service["name"], service["namespace"], service["port"]) == (
@@ -172,6 +182,14 @@ def test_every_webhook_fails_closed_on_opted_in_namespaces_only() -> None:
             assert service["path"] == "/mutate"
         else:
             assert service["path"] == "/validate"
+    find("Namespace", SPARED_NAMESPACES[-1], "base")
+
+
+def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_stamp() -> None:
+    for _, hook in _webhooks():
+        if hook["name"] in STAMP_CHECKS:
+            (condition,) = hook["matchConditions"]
+            assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 3
 
 
 def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
@@ -182,14 +200,17 @@ def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
         "jobs.mutate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.mutate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
         "pods.validate.sluicegate.dev": [([""], ["pods"], ["CREATE", "UPDATE"])],
+        "jobs.validate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
+        "cronjobs.validate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
     }
 
 
 def test_the_match_conditions_name_our_prefix_and_the_controllers_real_account() -> None:
     for _, hook in _webhooks():
         text = " ".join(c["expression"] for c in hook["matchConditions"])
-        assert f"'{keys.PREFIX}'" in text
-    (validating,) = [w for kind, w in _webhooks() if kind == "ValidatingWebhookConfiguration"]
+        assert f"'{keys.PREFIX}'" in text or hook["name"] in STAMP_CHECKS
+    (validating, *_) = [w for kind, w in _webhooks() if kind == "ValidatingWebhookConfiguration"]
+    assert validating["name"] == "pods.validate.sluicegate.dev"
     accounts = re.findall(r"'(system:serviceaccount:[^']+)'", validating["matchConditions"][0]["expression"])
     assert accounts == [CONTROLLER_ACCOUNT]
     find("ServiceAccount", CONTROLLER_ACCOUNT.rsplit(":", 1)[1], "base")

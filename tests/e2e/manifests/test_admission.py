@@ -21,6 +21,7 @@ import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
+from policy.pods import Submitter
 from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.manifests.conftest import rendered_objects
 from tests.manifest_files import ACCOUNT_GROUPS, CONTROLLER_ACCOUNT
@@ -29,6 +30,8 @@ MUTATE_PODS = "pods.mutate.sluicegate.dev"
 MUTATE_JOBS = "jobs.mutate.sluicegate.dev"
 MUTATE_CRONJOBS = "cronjobs.mutate.sluicegate.dev"
 VALIDATE_PODS = "pods.validate.sluicegate.dev"
+VALIDATE_JOBS = "jobs.validate.sluicegate.dev"
+VALIDATE_CRONJOBS = "cronjobs.validate.sluicegate.dev"
 CLOSED = "https://127.0.0.1:1"  # nothing listens on port 1: every call fails at once
 
 IMAGE = "registry.invalid/x:1"
@@ -40,6 +43,17 @@ HELD = {
     },
     "spec": {"schedulingGates": [{"name": keys.GATE}]},
 }
+
+
+STAMPED = {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: '{"user":"alice"}'}}}
+
+
+def stamped_by(cluster: LocalCluster) -> dict[str, Any]:
+    """A template stamped with the admin's own identity: a running Sluicegate (the session's, if a
+    test started it) admits that stamp on a CronJob the admin creates in any namespace."""
+    user = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    stamp = Submitter(user["username"], frozenset(user.get("groups", ()))).to_annotation()
+    return {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: stamp}}}
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +141,7 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     kubectl.apply(
         pod("held", HELD), pod("plain", gates("example.com/hold")),
         job("Job", "gpu-job", gpu_template()), job("CronJob", "gpu-cron", gpu_template()),
-        job("CronJob", "cpu-cron", {}),
+        job("CronJob", "cpu-cron", {}), job("CronJob", "stamped-cron", stamped_by(installed)),
     )
     installed.kubectl("label", "namespace", ns, f"{keys.TEAM_LABEL}=vision")
     configs = rendered_objects(installed, "admission")
@@ -240,5 +254,34 @@ def test_jobs_and_cronjobs_reach_the_webhook_when_their_pod_template_may_be_mana
          patch(webhooks, "cronjob/cpu-cron", template(labels(x="y")))),
         ("a queue added to a CPU CronJob's template", MUTATE_CRONJOBS,
          patch(webhooks, "cronjob/cpu-cron", template(queued))),
+    ]
+    assert not _mismatches(cases)
+
+
+def test_stamps_on_jobs_and_cronjobs_reach_the_webhook_in_a_namespace_that_has_not_opted_in(
+    webhooks: Kubectl,
+) -> None:
+    webhooks.cluster.kubectl("label", "namespace", webhooks.namespace, f"{keys.TEAM_LABEL}-")
+    eventually(lambda: create(webhooks, pod("gpu", resources=GPU)) is None,
+               "a GPU pod to pass once the namespace has left Sluicegate")
+    new_image = [{"op": "replace", "path": "/spec/jobTemplate/spec/template/spec/containers/0/image",
+                  "value": "registry.invalid/x:2"}]
+
+    def template(change: dict[str, Any]) -> dict[str, Any]:
+        return {"spec": {"jobTemplate": {"spec": {"template": change}}}}
+
+    unstamped = {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: None}}}
+    cases = [
+        ("a GPU Job without a stamp", None, create(webhooks, job("Job", "gpu", gpu_template()))),
+        ("a stamped Job", VALIDATE_JOBS, create(webhooks, job("Job", "stamped", STAMPED))),
+        ("a stamped CronJob", VALIDATE_CRONJOBS, create(webhooks, job("CronJob", "stamped", STAMPED))),
+        ("a GPU Job's deadline changed", None,
+         patch(webhooks, "job/gpu-job", {"spec": {"activeDeadlineSeconds": 60}})),
+        ("a stamp added to a CronJob's template", VALIDATE_CRONJOBS,
+         patch(webhooks, "cronjob/cpu-cron", template(STAMPED))),
+        ("a stamped CronJob's image changed", None,
+         patch(webhooks, "cronjob/stamped-cron", new_image, kind="json")),
+        ("a stamped CronJob's stamp removed", VALIDATE_CRONJOBS,
+         patch(webhooks, "cronjob/stamped-cron", template(unstamped))),
     ]
     assert not _mismatches(cases)

@@ -61,7 +61,7 @@ def test_the_local_overlay_applies_once_its_placeholders_are_filled(installed: L
     objects = [o for o in yaml.safe_load_all(filled) if o]
     configs = [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
     urls = [w["clientConfig"]["url"] for c in configs for w in c["webhooks"]]
-    assert urls == ["https://127.0.0.1:9443/mutate"] * 3 + ["https://127.0.0.1:9443/validate"]
+    assert urls == ["https://127.0.0.1:9443/mutate"] * 3 + ["https://127.0.0.1:9443/validate"] * 3
     assert not any(o["kind"] in ("Deployment", "Service") for o in objects)
     result = installed.kubectl("apply", "--dry-run=server", "-f", "-", input=filled, check=False)
     assert _dry_run_lines(result) == {_kind_name(o) for o in objects}
@@ -135,6 +135,8 @@ RBAC = [
     (WEBHOOK_ACCOUNT, ("watch", "presets.sluicegate.dev"), True),
     (WEBHOOK_ACCOUNT, ("watch", "namespaces"), True),
     (WEBHOOK_ACCOUNT, ("create", "subjectaccessreviews.authorization.k8s.io"), True),
+    (WEBHOOK_ACCOUNT, ("watch", "jobs.batch", "-A"), True),
+    (WEBHOOK_ACCOUNT, ("create", "jobs.batch", "-n", "default"), False),
     (WEBHOOK_ACCOUNT, ("list", "pods", "-A"), False),
     (WEBHOOK_ACCOUNT, ("patch", "pods", "-n", "default"), False),
     (WEBHOOK_ACCOUNT, ("update", "queues.sluicegate.dev", "--subresource=status"), False),
