@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from rich.console import Console
+
 from audit.checking import Cap, Limits
 from demo import board as boards
 from demo import story
 from demo.board import PLACEMENT, UNEXPLAINED, board
 from demo.playing import denial
-from demo.showing import PlainView, summary_lines
+from demo.showing import LiveView, PlainView, summary_lines
 from demo.summary import limits, runs, summarize
 from extender.conditions import UNPLACEABLE
 from policy import keys
@@ -185,3 +187,18 @@ def test_the_story_submits_in_time_order_with_unique_names_and_expects_one_refus
             annotations = spec["metadata"].get("annotations") or {}
             asks = any("resources" in c for c in spec["spec"]["containers"])
             assert asks or keys.PRESETS_ANNOTATION in annotations, obj["metadata"]["name"]
+
+
+def test_the_live_view_draws_queues_teams_every_waiting_pod_and_the_story() -> None:
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    view = LiveView(console)
+    view.said(0.5, "alice launches sweep lr-sweep")
+    view.update(3.0, board([pod("t1", "sweeps", phase="Running"),
+                            pod("t3", "sweeps", gated=True, dispatched=HELD),
+                            pod("big", "urgent", gpus=16, team="nlp", dispatched=STUCK)], QUEUES))
+    view.close()
+    text = console.file.getvalue()
+    for shown in ("alice launches sweep lr-sweep", "Queues at 3s", "1/24", "1/16", "nlp", "16",
+                  "Waiting pods (2)", "ns/t3", "WorkflowLimit", "workflow ns/w: 4/4 running",
+                  "ns/big", "released; Kubernetes cannot place it"):
+        assert shown in text, shown
