@@ -68,7 +68,7 @@ class LiveView:
             queues.add_column(column, justify="left" if column == "queue" else "right")
         for q in self.board.queues:
             queues.add_row(q.name, str(q.priority), q.limit, str(q.pending), str(q.finished), q.gpu_use)
-        teams = Table(title="GPUs in use per team", title_justify="left")
+        teams = Table(title="GPUs per team", title_justify="left", min_width=20)
         teams.add_column("team")
         teams.add_column("GPUs", justify="right")
         for team, gpus in self.board.teams.items():
