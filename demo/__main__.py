@@ -16,11 +16,14 @@ import os
 import sys
 from pathlib import Path
 
+from audit.background import BackgroundError
+from audit.recording import RecordingError
 from controlplane import building, deploying
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster, StartError, stop
 from demo import story
-from demo.playing import DemoError, Player, save
+from demo.following import FollowError
+from demo.playing import DemoError, Player, save, set_scene
 from demo.showing import LiveView, PlainView, View, summary_lines
 
 DEFAULT_ROOT = Path(".cluster")
@@ -62,18 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         stop(root)
         return 1
 
-    player = Player(cluster, PlainView(sys.stdout))
     try:
         _say("demo: applying manifests/samples (teams vision and nlp, six queues, five presets) "
              f"and labelling {', '.join(story.SPOT_NODES)} {'='.join(story.SPOT_LABEL)}")
-        player.set_scene()
+        set_scene(cluster)
         view: View = PlainView(sys.stdout) if _plain(args.plain) else LiveView()
-        player.view = view
         try:
-            outcome = player.play()
+            outcome = Player(cluster, view).play()
         finally:
             view.close()
-    except (DemoError, RuntimeError) as e:
+    except (DemoError, RuntimeError, RecordingError, FollowError, BackgroundError) as e:
         print(f"error: {e}", file=sys.stderr)
         print(f"The cluster keeps running for a look (logs in {cluster.layout.logs}); stop it with '{down}'.",
               file=sys.stderr)

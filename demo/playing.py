@@ -57,6 +57,24 @@ def denial(stderr: str) -> str:
     return (found.group(1) if found else text).strip()
 
 
+def set_scene(cluster: LocalCluster, clock: Callable[[], float] = time.monotonic) -> None:
+    """The spot pool, the sample setup, and admission knowing it."""
+    for node in story.SPOT_NODES:
+        cluster.kubectl("label", "node", node, "=".join(story.SPOT_LABEL), "--overwrite")
+    cluster.kubectl("apply", "-k", str(SAMPLES))
+    probe = yaml.safe_dump(story.notebook(0))
+    deadline = clock() + SCENE_SECONDS
+    last = ""
+    while clock() < deadline:  # admission's cache sees the new Queues and Presets shortly
+        result = cluster.kubectl(*story.BOB.impersonation(), "-n", "vision-notebooks", "create",
+                                 "--dry-run=server", "-f", "-", input=probe, check=False)
+        if result.returncode == 0:
+            return
+        last = result.stderr.strip()
+        time.sleep(0.25)
+    raise DemoError(f"admission did not accept a sample notebook within {SCENE_SECONDS:.0f}s: {last}")
+
+
 class Player:
     def __init__(
         self, cluster: LocalCluster, view: View, clock: Callable[[], float] = time.monotonic
@@ -68,23 +86,6 @@ class Player:
     def _json(self, *args: str) -> Obj:
         data: Obj = json.loads(self.cluster.kubectl(*args, "-o", "json").stdout)
         return data
-
-    def set_scene(self) -> None:
-        """The spot pool, the sample setup, and admission knowing it."""
-        for node in story.SPOT_NODES:
-            self.cluster.kubectl("label", "node", node, "=".join(story.SPOT_LABEL), "--overwrite")
-        self.cluster.kubectl("apply", "-k", str(SAMPLES))
-        probe = yaml.safe_dump(story.notebook(0))
-        deadline = self.clock() + SCENE_SECONDS
-        last = ""
-        while self.clock() < deadline:  # admission's cache sees the new Queues and Presets shortly
-            result = self.cluster.kubectl(*story.BOB.impersonation(), "-n", "vision-notebooks", "create",
-                                          "--dry-run=server", "-f", "-", input=probe, check=False)
-            if result.returncode == 0:
-                return
-            last = result.stderr.strip()
-            time.sleep(0.25)
-        raise DemoError(f"admission did not accept a sample notebook within {SCENE_SECONDS:.0f}s: {last}")
 
     def _submit(self, at: float, play: story.Submission) -> str:
         """Submit; the refusal's message for a submission the story expects refused."""

@@ -20,7 +20,7 @@ about half a minute once everything is submitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from audit.loading import IMAGE, KWOK_DELAY_ANNOTATION
@@ -74,10 +74,10 @@ class Submission:
     """What the view tells when it is submitted."""
     refused: bool = False
     """The story expects admission to refuse it."""
-    names: tuple[str, ...] = field(default=())
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names", tuple(o["metadata"]["name"] for o in self.objects))
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(o["metadata"]["name"] for o in self.objects)
 
 
 def _gpus(count: int) -> Obj:
