@@ -113,10 +113,8 @@ status: $(STAMP) ## what runs in $(CLUSTER_DIR); a Sluicegate process that died 
 	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) status
 
 .PHONY: demo
-demo: cluster-up ## start the local control plane and show its GPU nodes
-	$(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig get nodes \
-	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[?(@.type=="Ready")].type,GPUS:.status.allocatable.nvidia\.com/gpu'
-	@echo "The cluster keeps running: KUBECONFIG=$(CLUSTER_DIR)/kubeconfig; stop it with 'make cluster-down'."
+demo: binaries ## the story on a local control plane with Sluicegate: a live view, a summary per queue; the cluster stays up (DEMO_ARGS=--plain: plain lines)
+	@$(BIN)/python -m demo --root $(CLUSTER_DIR) $(DEMO_ARGS)
 
 .PHONY: kind-up
 kind-up: ## for machines with Docker: a kind cluster with 4 fake GPU nodes (kind, kubectl on PATH)

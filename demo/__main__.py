@@ -1,0 +1,105 @@
+"""``python -m demo`` (``make demo``): start a local control plane with four fake 8-GPU nodes,
+run Sluicegate on it as ``make up`` does, apply manifests/samples and play the seed story
+(demo/story.py) while a live view shows queues, GPU use and why each pod waits; end with a
+summary per queue and leave the cluster up to explore.
+
+The live view needs a terminal; with ``--plain``, ``SLUICEGATE_DEMO_PLAIN=1`` or when stdout is
+not a terminal (CI, a log file), the demo prints plain lines instead. Exit status: 0 when the
+story went as told (urgent work first, no limit exceeded, the refusal and the unplaceable pod
+shown), 2 when it did not, 1 when the cluster or the story could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from audit.background import BackgroundError
+from audit.recording import RecordingError
+from controlplane import building, deploying
+from controlplane.deploying import LocalSluicegate
+from controlplane.launching import LocalCluster, StartError, stop
+from demo import story
+from demo.following import FollowError
+from demo.playing import DemoError, Player, save, set_scene
+from demo.showing import LiveView, PlainView, View, summary_lines
+
+DEFAULT_ROOT = Path(".cluster")
+NODES, GPUS = 4, 8  # the story is told for this cluster (demo/story.py)
+PLAIN_ENV = "SLUICEGATE_DEMO_PLAIN"
+
+
+def _plain(flag: bool) -> bool:
+    return flag or os.environ.get(PLAIN_ENV, "") not in ("", "0") or not sys.stdout.isatty()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path,
+                        default=Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", DEFAULT_ROOT)),
+                        help="cluster directory (default: %(default)s)")
+    parser.add_argument("--plain", action="store_true",
+                        help=f"plain lines instead of the live view (also {PLAIN_ENV}=1, "
+                             "or when stdout is not a terminal)")
+    args = parser.parse_args(argv)
+    root: Path = args.root
+    down = "make down" if root.resolve() == DEFAULT_ROOT.resolve() else f"make down CLUSTER_DIR={root}"
+
+    cluster = LocalCluster(root, nodes=NODES, gpus_per_node=GPUS)
+    sluicegate = LocalSluicegate(cluster)
+    try:
+        deploying.stop(root)  # Sluicegate's processes of an earlier run go first
+        cluster.extender = sluicegate.scheduler_extender()
+        cluster.up(progress=_say)
+        sluicegate.up(progress=_say)
+    except (StartError, building.BuildError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        deploying.stop(root)
+        stop(root)
+        return 1
+
+    try:
+        _say("demo: applying manifests/samples (teams vision and nlp, six queues, five presets) "
+             f"and labelling {', '.join(story.SPOT_NODES)} {'='.join(story.SPOT_LABEL)}")
+        set_scene(cluster)
+        view: View = PlainView(sys.stdout) if _plain(args.plain) else LiveView()
+        try:
+            outcome = Player(cluster, view).play()
+        finally:
+            view.close()
+    except (DemoError, RuntimeError, RecordingError, FollowError, BackgroundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        print(f"The cluster keeps running for a look (logs in {cluster.layout.logs}); stop it with '{down}'.",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; the cluster keeps running; stop it with '{down}'.", file=sys.stderr)
+        return 130
+
+    for line in summary_lines(outcome.summary, outcome.refused_by):
+        _say(line)
+    summary_file, record_file = save(outcome, root / "demo")
+    _say(f"figures: {summary_file}; the auditor's record: {record_file}")
+    _say("The cluster stays up. Explore it with kubectl of the same release, for example:")
+    _say(f"  export PATH={cluster.layout.bin}:$PATH")
+    _say("  kubectl get queues")
+    _say("  kubectl -n nlp-research describe pod llm-pretrain")
+    _say(f"Stop everything with '{down}'.")
+    _say(f"export KUBECONFIG={cluster.kubeconfig}")
+    s = outcome.summary
+    told = not s.violations and s.refused and s.unplaceable and s.urgent_first
+    if not told:
+        print("error: the story did not go as told (see the summary above)", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Set the scene and play the story on a running cluster with Sluicegate, through the real kubectl.
+
+Every submission is a ``kubectl create`` impersonating its user and groups (as a person with
+that identity would submit), so admission judges each exactly as it would judge them. The
+auditor's recorder watches every managed pod from before the first submission; the view follows
+them through a watch of its own. The story ends when every pod has finished except the one that
+cannot be placed, and that one is reported unplaceable by the gate controller.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from audit.connection import Credentials
+from audit.recording import recording
+from audit.records import Record
+from controlplane.launching import LocalCluster
+from demo import story
+from demo.board import board, finished, unplaceable
+from demo.following import following
+from demo.showing import View
+from demo.summary import Summary, limits, summarize
+from policy import keys
+
+Obj = dict[str, Any]
+SAMPLES: Final = Path(__file__).resolve().parents[1] / "manifests" / "samples"
+# Upper bounds, not targets: each wait ends as soon as its condition holds.
+SCENE_SECONDS: Final = 60.0
+STORY_SECONDS: Final = 240.0
+TICK: Final = 0.25
+DENIED = re.compile(r"denied the request: (.*)$", re.DOTALL)
+
+
+class DemoError(RuntimeError):
+    """The story could not be played; the message says which step and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    summary: Summary
+    record: Record
+    refused_by: str
+
+
+def denial(stderr: str) -> str:
+    """Admission's own words from kubectl's error output."""
+    text = stderr.strip()
+    found = DENIED.search(text)
+    return (found.group(1) if found else text).strip()
+
+
+def set_scene(cluster: LocalCluster, clock: Callable[[], float] = time.monotonic) -> None:
+    """The spot pool, the sample setup, and admission knowing it."""
+    for node in story.SPOT_NODES:
+        cluster.kubectl("label", "node", node, "=".join(story.SPOT_LABEL), "--overwrite")
+    cluster.kubectl("apply", "-k", str(SAMPLES))
+    probe = yaml.safe_dump(story.notebook(0))
+    deadline = clock() + SCENE_SECONDS
+    last = ""
+    while clock() < deadline:  # admission's cache sees the new Queues and Presets shortly
+        result = cluster.kubectl(*story.BOB.impersonation(), "-n", "vision-notebooks", "create",
+                                 "--dry-run=server", "-f", "-", input=probe, check=False)
+        if result.returncode == 0:
+            return
+        last = result.stderr.strip()
+        time.sleep(0.25)
+    raise DemoError(f"admission did not accept a sample notebook within {SCENE_SECONDS:.0f}s: {last}")
+
+
+class Player:
+    def __init__(
+        self, cluster: LocalCluster, view: View, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.cluster = cluster
+        self.view = view
+        self.clock = clock
+
+    def _json(self, *args: str) -> Obj:
+        data: Obj = json.loads(self.cluster.kubectl(*args, "-o", "json").stdout)
+        return data
+
+    def _submit(self, at: float, play: story.Submission) -> str:
+        """Submit; the refusal's message for a submission the story expects refused."""
+        self.view.said(at, play.says)
+        result = self.cluster.kubectl(*play.user.impersonation(), "-n", play.namespace, "create", "-f", "-",
+                                      input=yaml.safe_dump_all(play.objects), check=False)
+        if play.refused:
+            if result.returncode == 0:
+                self.view.said(at, f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")
+                return ""
+            words = denial(result.stderr)
+            self.view.said(at, f"refused: {words}")
+            return words
+        if result.returncode != 0:
+            raise DemoError(f"{play.user.name} could not submit {', '.join(play.names)}: "
+                            f"{result.stderr.strip()}")
+        return ""
+
+    def play(self) -> Outcome:
+        plays = list(story.story())
+        expected = sum(len(p.objects) for p in plays if not p.refused)  # a Job makes one pod
+        queues = self._json("get", "queues")["items"]
+        credentials = Credentials.from_kubeconfig(self.cluster.kubeconfig)
+        refused = ""
+        refused_by = next(f"{p.user.name} ({', '.join(p.user.groups)}) submitting {', '.join(p.names)}"
+                          f" to queue {story.URGENT_QUEUE}" for p in plays if p.refused)
+        placed: dict[str, str] = {}
+        with recording(credentials, selector=keys.QUEUE_LABEL) as recorder, following(credentials) as pods:
+            start = self.clock()
+            while True:
+                at = self.clock() - start
+                while plays and plays[0].at <= at:
+                    words = self._submit(at, plays.pop(0))
+                    refused = refused or words
+                seen = pods.all()
+                now = board(seen, queues)
+                self.view.update(at, now)
+                for pod in seen:
+                    meta = pod["metadata"]
+                    why = unplaceable(pod)
+                    key = f"{meta['namespace']}/{meta['name']}"
+                    if why is not None and key not in placed:
+                        placed[key] = why
+                        self.view.said(at, f"{key} was released by policy, but Kubernetes cannot place it: "
+                                           f"{why}")
+                if not plays and _over(seen, expected):
+                    break
+                if at > STORY_SECONDS:
+                    raise DemoError(f"the story did not end within {STORY_SECONDS:.0f}s; "
+                                    f"pods still going: {_going(seen)}")
+                time.sleep(TICK)
+            until = time.time()
+            record = recorder.snapshot()
+            seen = pods.all()
+        policy = self.cluster.kubectl("get", "policies", keys.POLICY_NAME, "-o", "json", check=False)
+        held = limits(queues, self._json("get", "teams")["items"],
+                      json.loads(policy.stdout) if policy.returncode == 0 else None, seen)
+        summary = summarize(record, held, until=until, refused=refused, unplaceable=placed)
+        return Outcome(summary, record, refused_by)
+
+
+def _over(pods: list[Obj], expected: int) -> bool:
+    """Every pod has been created, and each has finished or is reported unplaceable."""
+    return len(pods) >= expected and all(finished(p) or unplaceable(p) is not None for p in pods)
+
+
+def _going(pods: list[Obj]) -> str:
+    names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
+             if not finished(p) and unplaceable(p) is None]
+    return ", ".join(names) or "none"
+
+
+def save(outcome: Outcome, directory: Path) -> tuple[Path, Path]:
+    """``summary.json`` and the auditor's ``record.json``, for tests and for a look afterwards."""
+    directory.mkdir(parents=True, exist_ok=True)
+    summary = directory / "summary.json"
+    summary.write_text(json.dumps({**outcome.summary.to_json(), "refusedBy": outcome.refused_by}, indent=2))
+    record = directory / "record.json"
+    record.write_text(json.dumps(outcome.record.to_json()))
+    return summary, record

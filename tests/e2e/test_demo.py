@@ -1,0 +1,93 @@
+"""``make demo``, non-interactively (stdout is a pipe, so plain lines), to the end, on a cluster
+directory of its own: the story goes as told, by what it prints, by what the cluster shows
+afterwards, and by the auditor's record checked here against the limits the cluster holds."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.checking import Cap, Limits, lost, peaks, violations
+from audit.records import Record
+from policy import keys
+from policy.quantities import parse
+
+ROOT = Path(__file__).resolve().parents[2]
+UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
+# An upper bound for the whole run (cluster start, Sluicegate, the story), not a target.
+DEMO_SECONDS = 600
+
+
+def _cap(obj: dict[str, Any]) -> Cap:
+    spec = obj.get("spec") or {}
+    quota = (spec.get("quota") or {}).get(keys.GPU_RESOURCE)
+    return Cap(running=spec.get("maxRunning"), gpus=None if quota is None else parse(quota) // 1000)
+
+
+def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Path) -> None:
+    root = tmp_path / "demo-cluster"
+
+    def kubectl(*args: str) -> dict[str, Any]:
+        out = subprocess.run([str(root / "bin" / "kubectl"), f"--kubeconfig={root / 'kubeconfig'}", *args,
+                              "-o", "json"], capture_output=True, text=True, timeout=120, check=True)
+        data: dict[str, Any] = json.loads(out.stdout)
+        return data
+
+    try:
+        demo = subprocess.run(["make", "demo", f"CLUSTER_DIR={root}"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=DEMO_SECONDS, stdin=subprocess.DEVNULL)
+        out = demo.stdout
+        assert demo.returncode == 0, f"{out}\n{demo.stderr}"
+        lines = out.splitlines()
+        assert lines[-1] == f"export KUBECONFIG={root.resolve() / 'kubeconfig'}"
+        assert f"make down CLUSTER_DIR={root}" in out
+        assert "Summary, from the auditor's own record of every pod:" in out
+        row = r"^  (?P<queue>[a-z-]+)\s+(?P<pods>\d+)\s+(?P<released>\d+)\s+(?P<waiting>\d+)\s"
+        rows = {m["queue"]: m for m in re.finditer(row, out, re.MULTILINE)}
+        assert {q: int(rows[q]["pods"]) for q in ("sweeps", "notebooks", "urgent-retrain", "nlp-train")} == {
+            "sweeps": 16, "notebooks": 5, "urgent-retrain": 1, "nlp-train": 1}
+
+        summary = json.loads((root / "demo" / "summary.json").read_text())
+        # The urgent Job went first: it waited less than the sweep's trials, and trials that
+        # were waiting when it arrived were released after it.
+        assert summary["urgentWaitSeconds"] is not None
+        assert summary["urgentWaitSeconds"] < summary["trialWaits"]["mean"]
+        assert summary["overtaken"] >= 1
+        # The refusal, with admission's message, printed; and the pod does not exist.
+        refusal = 'queue "urgent-retrain" is not open to user bob (team vision)'
+        assert refusal in summary["refused"]
+        assert re.search(r"^\[\s*[\d.]+s\] refused: " + re.escape(refusal), out, re.MULTILINE), out
+        pods = kubectl("get", "pods", "-n", "vision-research")["items"]
+        assert "bob-urgent" not in {p["metadata"]["name"] for p in pods}
+        # The unplaceable pod, shown as such, and so it stands in the cluster.
+        assert "unplaceable: nlp-research/llm-pretrain: released by policy, Kubernetes cannot place it: " \
+               "0/4 nodes are available" in out
+        giant = kubectl("get", "pod", "llm-pretrain", "-n", "nlp-research")
+        assert not giant["spec"].get("schedulingGates") and not giant["spec"].get("nodeName")
+        condition = next(c for c in giant["status"]["conditions"] if c["type"] == keys.CONDITION)
+        assert condition["status"] == "True" and condition["message"].startswith(UNPLACEABLE)
+
+        # No limit exceeded, by the auditor's record, against the limits the cluster holds (the
+        # workflow's as admission wrote it on the trials), not by the demo's own figures.
+        record = Record.from_json(json.loads((root / "demo" / "record.json").read_text()))
+        trials = [p for p in pods if p["metadata"]["labels"].get(keys.WORKFLOW_LABEL) == "lr-sweep"]
+        workflow_limit = {int(p["metadata"]["annotations"][keys.WORKFLOW_MAX_RUNNING_ANNOTATION])
+                          for p in trials}
+        assert len(trials) == 16 and workflow_limit == {4}
+        limits = Limits(
+            cluster=_cap(kubectl("get", "policies", keys.POLICY_NAME)),
+            queues={q["metadata"]["name"]: _cap(q) for q in kubectl("get", "queues")["items"]},
+            teams={t["metadata"]["name"]: _cap(t) for t in kubectl("get", "teams")["items"]},
+            workflows={"vision-research/lr-sweep": Cap(running=4)},
+        )
+        assert violations(record, limits) == []
+        assert peaks(record).workflows["vision-research/lr-sweep"].running == 4, "the sweep met its limit"
+        assert [str(p) for p in lost(record)] == ["nlp-research/llm-pretrain (ungated)"]
+        assert summary["violations"] == []
+    finally:
+        subprocess.run([sys.executable, "-m", "controlplane", "--root", str(root), "down"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -1,0 +1,94 @@
+"""Every command of docs/admin-guide.md and docs/user-guide.md, run as written, in order, through
+bash with errexit, against the real local control plane: the install on an empty cluster of its
+own, the rest on the session's cluster with Sluicegate running (the user guide's as alice of
+team vision, through a kubeconfig that impersonates her, so the commands carry no --as)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane.deploying import LocalSluicegate
+from controlplane.launching import LocalCluster
+from tests.guides import GUIDES, ROOT, Block, commands
+
+ADMIN_GUIDE, USER_GUIDE = GUIDES
+# An upper bound for one block (waits inside it have their own timeouts), not a target.
+BLOCK_SECONDS = 400
+SAMPLES = ROOT / "manifests" / "samples"
+
+
+def run(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path) -> None:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+           "PATH": os.pathsep.join([str(cluster.layout.bin), str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")])}
+    done = subprocess.run(["bash", "-c", "set -eu\n" + block.text], cwd=workdir, env=env, capture_output=True,
+                          text=True, timeout=BLOCK_SECONDS, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (f"{block} failed with {done.returncode}:\n{block.text}\n--- stdout\n"
+                                  f"{done.stdout}\n--- stderr\n{done.stderr}")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A directory like a checkout's top: the guides name manifests/ relative to it and write
+    files (certificates) into it."""
+    shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    return tmp_path
+
+
+@pytest.fixture
+def samples(cluster: LocalCluster, running: LocalSluicegate) -> Iterator[LocalCluster]:
+    """The shared cluster with Sluicegate; afterwards the samples and what the guides made are
+    deleted (the sample Policy and queues would change what other tests dispatch)."""
+    yield cluster
+    for args in (("delete", "namespace", "speech-research"),
+                 ("delete", "queue", "speech-train"), ("delete", "team", "speech"),
+                 ("delete", "clusterrolebinding", "sluicegate-reader-speech"),
+                 ("delete", "-k", str(SAMPLES))):
+        cluster.kubectl(*args, "--ignore-not-found", "--timeout=120s", check=False)
+
+
+def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Path) -> None:
+    cluster = LocalCluster(workdir / "cluster", nodes=1, gpus_per_node=8)
+    cluster.up(progress=lambda line: None)
+    try:
+        for block in commands(ADMIN_GUIDE, "install"):
+            run(block, cluster, workdir, cluster.kubeconfig)
+        assert (workdir / "tls" / "webhook" / "secret.yaml").exists()
+        hooks = yaml.safe_load(cluster.kubectl("get", "mutatingwebhookconfiguration", "sluicegate",
+                                               "-o", "yaml").stdout)
+        assert all(w["clientConfig"].get("caBundle") for w in hooks["webhooks"]), "the CA is filled in"
+        assert cluster.kubectl("get", "secret", "sluicegate-extender-tls", "-n", "sluicegate-system",
+                               check=False).returncode == 0
+    finally:
+        cluster.down()
+
+
+def test_the_admin_guides_commands_pass_on_a_cluster_running_sluicegate(
+    samples: LocalCluster, workdir: Path
+) -> None:
+    for block in commands(ADMIN_GUIDE, "cluster"):
+        run(block, samples, workdir, samples.kubeconfig)
+    assert samples.kubectl("get", "queue", "speech-train", check=False).returncode != 0, "the guide cleans up"
+
+
+def test_the_user_guides_commands_pass_as_a_team_member(samples: LocalCluster, workdir: Path) -> None:
+    samples.kubectl("apply", "-k", str(SAMPLES))  # what the platform team set up
+    config = yaml.safe_load(samples.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["as"] = "alice"
+        user["user"]["as-groups"] = ["vision-devs"]
+    alice = workdir / "alice.kubeconfig"
+    alice.write_text(yaml.safe_dump(config))
+    whoami = subprocess.run([samples.binary("kubectl"), f"--kubeconfig={alice}", "auth", "whoami"],
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "alice" in whoami and "vision-devs" in whoami
+    for block in commands(USER_GUIDE, "cluster"):
+        run(block, samples, workdir, alice)
