@@ -1,18 +1,22 @@
-"""The commands a document shows, extracted so that a test runs them exactly as written.
+"""The commands the documents in docs/ show, extracted so that tests run them exactly as written.
 
-Convention for docs/: a command a reader should type goes in a fenced block whose info string
-is ``console``, one command per line after a ``$ `` prompt (a line ending in ``\\`` goes on on
-the next line); lines without the prompt are the output the reader should expect and are not
-run. Blocks with any other info string (``yaml``, ``text``) are never run. So every command of
-a guide is in one place, the document, and ``commands_in`` lists them in order::
+Two kinds of fenced block hold commands, and every other block (``yaml``, ``text``) is never run:
+
+* ``console`` blocks show a session: each command after a ``$ `` prompt (a line ending in ``\\``
+  goes on on the next line), followed by the output a reader should expect, which is not run.
+  ``commands_in`` lists their commands in order (docs/cli.md).
+* shell blocks (``sh``, ``bash``, ``shell``) are scripts a reader pastes whole, tagged with where
+  they run: ```` ```sh install ```` on an empty cluster without Sluicegate, ```` ```sh cluster ````
+  on a cluster where Sluicegate runs, as ``make up`` leaves it. ``scripts`` lists them (the
+  guides); an untagged shell block is an error, since every command of a guide is run.
+
+Blocks may sit inside list items; their indentation is removed, as a reader who copies them
+gets them. ``shell_env`` gives the reader's shell after ``make up`` and ``run`` runs a command
+or a script through bash from the checkout's root::
 
     for command in commands_in(DOCS / "cli.md"):
         result = run(command, shell_env(cluster))
         assert result.returncode == 0, result.stderr
-
-``shell_env`` gives the environment a reader has after ``make up`` (``export KUBECONFIG=...``):
-the control plane's own kubectl first on ``PATH``, then the virtualenv's ``sluicegate`` and
-``kubectl-sluicegate``, so ``kubectl sluicegate`` goes through kubectl's plugin lookup.
 """
 
 from __future__ import annotations
@@ -23,68 +27,110 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from controlplane.launching import LocalCluster
 
-ROOT = Path(__file__).resolve().parents[1]
-_FENCE = re.compile(r"^(```+|~~~+)\s*([\w-]*)")
+ROOT: Final = Path(__file__).resolve().parents[1]
+GUIDES: Final = (ROOT / "docs" / "admin-guide.md", ROOT / "docs" / "user-guide.md")
+WHERE: Final = frozenset({"install", "cluster"})
+SHELLS: Final = frozenset({"sh", "bash", "shell"})
+
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w-]*)(?P<tags>.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    document: str
+    line: int
+    """Where the block's fence opens (1-based)."""
+    lang: str
+    where: str
+    """The first tag after the language: ``install``, ``cluster`` or "" (untagged)."""
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.document}:{self.line}"
 
 
 @dataclass(frozen=True, slots=True)
 class DocCommand:
-    text: str  # the command as the reader types it, continuation lines joined
-    line: int  # where it starts in the document (1-based), for failure messages
+    text: str
+    """The command as the reader types it, continuation lines joined."""
+    line: int
     document: str
 
     def __str__(self) -> str:
         return f"{self.document}:{self.line}: $ {self.text}"
 
 
-def commands_in(path: Path, info: str = "console") -> list[DocCommand]:
-    """Every ``$ `` command of the document's ``info`` blocks, in order."""
-    out: list[DocCommand] = []
-    fence = ""
-    running = False
-    pending: list[str] = []
+def blocks(path: Path) -> list[Block]:
+    """Every fenced block of ``path``, in order; a block closes at a fence of its own character at
+    least as long as the one that opened it."""
+    out: list[Block] = []
+    opened: re.Match[str] | None = None
+    body: list[str] = []
     start = 0
     for number, line in enumerate(path.read_text().splitlines(), start=1):
-        opened = _FENCE.match(line)
-        if not fence and opened:
-            fence, running = opened.group(1), opened.group(2) == info
+        if opened is None:
+            opened = _FENCE.match(line)
+            body, start = [], number
             continue
-        closing = line.strip()
-        if fence and len(closing) >= len(fence) and closing == fence[0] * len(closing):
-            fence, running = "", False
+        fence, closing = opened["fence"], line.strip()
+        if len(closing) >= len(fence) and closing == fence[0] * len(closing):
+            indent = len(opened["indent"])
+            text = "\n".join(b[indent:] if b[:indent].strip() == "" else b for b in body) + "\n"
+            tags = opened["tags"].split()
+            out.append(Block(path.name, start, opened["lang"], tags[0] if tags else "", text))
+            opened = None
             continue
-        if not running:
-            continue
-        if pending:
-            pending.append(line.strip())
-        elif line.startswith("$ "):
-            pending, start = [line[2:].strip()], number
-        else:
-            continue
-        if pending[-1].endswith("\\"):
-            pending[-1] = pending[-1][:-1].rstrip()
-            continue
-        out.append(DocCommand(" ".join(p for p in pending if p), start, path.name))
-        pending = []
+        body.append(line)
     return out
 
 
-def shell_env(cluster: LocalCluster) -> dict[str, str]:
+def commands_in(path: Path, info: str = "console") -> list[DocCommand]:
+    """Every ``$ `` command of the document's ``info`` blocks, in order."""
+    out: list[DocCommand] = []
+    for block in blocks(path):
+        if block.lang != info:
+            continue
+        pending: list[str] = []
+        start = 0
+        for offset, line in enumerate(block.text.splitlines(), start=block.line + 1):
+            if pending:
+                pending.append(line.strip())
+            elif line.startswith("$ "):
+                pending, start = [line[2:].strip()], offset
+            else:
+                continue
+            if pending[-1].endswith("\\"):
+                pending[-1] = pending[-1][:-1].rstrip()
+                continue
+            out.append(DocCommand(" ".join(p for p in pending if p), start, path.name))
+            pending = []
+    return out
+
+
+def scripts(path: Path, where: str) -> list[Block]:
+    """The shell blocks of ``path`` tagged to run ``where``, in order."""
+    return [b for b in blocks(path) if b.lang in SHELLS and b.where == where]
+
+
+def shell_env(cluster: LocalCluster, kubeconfig: Path | None = None) -> dict[str, str]:
     """The reader's shell after ``make up``: KUBECONFIG set, the cluster's kubectl and the
-    project's commands first on PATH."""
+    project's commands (``sluicegate``, ``kubectl-sluicegate``) first on PATH."""
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([str(cluster.layout.bin), venv_bin, env.get("PATH", "")])
-    env["KUBECONFIG"] = str(cluster.kubeconfig)
+    env["KUBECONFIG"] = str(kubeconfig or cluster.kubeconfig)
     return env
 
 
-def run(command: DocCommand | str, env: dict[str, str], *, cwd: Path = ROOT,
+def run(command: DocCommand | Block | str, env: dict[str, str], *, cwd: Path = ROOT,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run a command through bash from the checkout's root, as the reader would."""
-    text = command.text if isinstance(command, DocCommand) else command
+    """Run a command, or a script with errexit and nounset, through bash, as the reader would."""
+    text = command if isinstance(command, str) else command.text
+    if isinstance(command, Block):
+        text = "set -eu\n" + text
     return subprocess.run(["bash", "-c", text], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, stdin=subprocess.DEVNULL)

@@ -5,10 +5,8 @@ team vision, through a kubeconfig that impersonates her, so the commands carry n
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import yaml
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
-from tests.guides import GUIDES, ROOT, Block, commands
+from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
 # An upper bound for one block (waits inside it have their own timeouts), not a target.
@@ -25,12 +23,8 @@ BLOCK_SECONDS = 400
 SAMPLES = ROOT / "manifests" / "samples"
 
 
-def run(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path) -> None:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-           "PATH": os.pathsep.join([str(cluster.layout.bin), str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")])}
-    done = subprocess.run(["bash", "-c", "set -eu\n" + block.text], cwd=workdir, env=env, capture_output=True,
-                          text=True, timeout=BLOCK_SECONDS, stdin=subprocess.DEVNULL)
+def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path) -> None:
+    done = run(block, shell_env(cluster, kubeconfig), cwd=workdir, timeout=BLOCK_SECONDS)
     assert done.returncode == 0, (f"{block} failed with {done.returncode}:\n{block.text}\n--- stdout\n"
                                   f"{done.stdout}\n--- stderr\n{done.stderr}")
 
@@ -59,8 +53,8 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
     cluster = LocalCluster(workdir / "cluster", nodes=1, gpus_per_node=8)
     cluster.up(progress=lambda line: None)
     try:
-        for block in commands(ADMIN_GUIDE, "install"):
-            run(block, cluster, workdir, cluster.kubeconfig)
+        for block in scripts(ADMIN_GUIDE, "install"):
+            play(block, cluster, workdir, cluster.kubeconfig)
         assert (workdir / "tls" / "webhook" / "secret.yaml").exists()
         hooks = yaml.safe_load(cluster.kubectl("get", "mutatingwebhookconfiguration", "sluicegate",
                                                "-o", "yaml").stdout)
@@ -74,8 +68,8 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
 def test_the_admin_guides_commands_pass_on_a_cluster_running_sluicegate(
     samples: LocalCluster, workdir: Path
 ) -> None:
-    for block in commands(ADMIN_GUIDE, "cluster"):
-        run(block, samples, workdir, samples.kubeconfig)
+    for block in scripts(ADMIN_GUIDE, "cluster"):
+        play(block, samples, workdir, samples.kubeconfig)
     assert samples.kubectl("get", "queue", "speech-train", check=False).returncode != 0, "the guide cleans up"
 
 
@@ -90,5 +84,5 @@ def test_the_user_guides_commands_pass_as_a_team_member(samples: LocalCluster, w
     whoami = subprocess.run([samples.binary("kubectl"), f"--kubeconfig={alice}", "auth", "whoami"],
                             capture_output=True, text=True, timeout=60, check=True).stdout
     assert "alice" in whoami and "vision-devs" in whoami
-    for block in commands(USER_GUIDE, "cluster"):
-        run(block, samples, workdir, alice)
+    for block in scripts(USER_GUIDE, "cluster"):
+        play(block, samples, workdir, alice)

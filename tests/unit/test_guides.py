@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.guides import GUIDES, SHELLS, WHERE, blocks, commands
+from tests.doc_commands import GUIDES, SHELLS, WHERE, blocks, scripts
 
 
 def test_every_shell_block_of_the_guides_says_where_it_runs() -> None:
     untagged = [str(b) for guide in GUIDES for b in blocks(guide)
                 if b.lang in SHELLS and b.where not in WHERE]
     assert untagged == []
-    assert all(commands(guide, "cluster") for guide in GUIDES)
-    assert commands(GUIDES[0], "install")
+    assert all(scripts(guide, "cluster") for guide in GUIDES)
+    assert scripts(GUIDES[0], "install")
 
 
 def test_a_block_inside_a_list_item_loses_its_indentation_and_keeps_its_line(tmp_path: Path) -> None:
@@ -22,4 +22,4 @@ def test_a_block_inside_a_list_item_loses_its_indentation_and_keeps_its_line(tmp
     found = blocks(guide)
     assert [(b.line, b.lang, b.where) for b in found] == [(5, "sh", "cluster"), (11, "yaml", "")]
     assert found[0].text == "cat <<'EOF'\na: 1\nEOF\n"
-    assert commands(guide, "cluster") == found[:1] and commands(guide, "install") == []
+    assert scripts(guide, "cluster") == found[:1] and scripts(guide, "install") == []
