@@ -12,19 +12,25 @@ scratch file, so ``make test`` never rewrites the checked-in figures.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import signal
 import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from audit.background import Background
 from audit.checking import Limits, lost, released_twice
-from audit.records import TERMINAL, Kind, Record
+from audit.connection import ApiError, Connection, Credentials
+from audit.records import TERMINAL, Kind, Obj, Record
 from audit.reliability import Figures, save, stamp
 from audit.timelines import Timeline, violations_over
 from controlplane.deploying import LocalSluicegate
@@ -170,3 +176,86 @@ def scenario(name: str) -> Iterator[Row]:
         assert not unknown, f"unknown figures {unknown}"
         out = replace(Figures(name, suite=SUITE), **row.counts)  # type: ignore[arg-type]
         save(figures_path(), replace(out, seconds=round(time.monotonic() - started, 1), when=stamp()))
+
+
+# --- a steady stream of submissions ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    name: str
+    status: int
+    """201 when created, else the API server's status."""
+    message: str = ""
+
+
+class Stream:
+    """Creates pods one after another, in a background thread, until the block ends: a user
+    who keeps submitting while something breaks. ``make(i)`` gives pod ``i``'s manifest.
+
+        with Stream(credentials, make) as stream:
+            ...                      # break something
+            stream.wait(lambda sent: len(sent) > 10)
+        stream.sent                  # every answer, in order
+    """
+
+    def __init__(self, credentials: Credentials, make: Callable[[int], Obj], pause: float = 0.05) -> None:
+        self.credentials = credentials
+        self.make = make
+        self.pause = pause
+        self.sent: list[Sent] = []
+        self._stop = threading.Event()
+        self._background = Background("stream")
+
+    async def _run(self) -> None:
+        async with Connection(self.credentials, user_agent="sluicegate-faults-stream", connections=2) as conn:
+            index = 0
+            while not self._stop.is_set():
+                manifest = self.make(index)
+                meta = manifest["metadata"]
+                try:
+                    await conn.create(f"/api/v1/namespaces/{meta['namespace']}/pods", manifest)
+                    self.sent.append(Sent(meta["name"], 201))
+                except ApiError as e:
+                    self.sent.append(Sent(meta["name"], e.status, e.message))
+                index += 1
+                await asyncio.sleep(self.pause)
+
+    def __enter__(self) -> Stream:
+        self._background.__enter__()
+        self._future = self._background.start(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop submitting (once the pod in flight is answered); safe to call twice."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            self._future.result(timeout=60)
+        self._background.__exit__(None, None, None)
+
+    def wait(self, done: Callable[[list[Sent]], bool], what: str) -> None:
+        """Until ``done(answers so far)``."""
+        def probe() -> bool:
+            if self._future.done():
+                self._future.result()  # raises what stopped it
+            return done(list(self.sent))
+
+        eventually(probe, what, DRAIN_SECONDS)
+
+    def more(self, count: int, status: Callable[[int], bool], what: str) -> None:
+        """Until ``count`` more answers whose status ``status`` accepts have come."""
+        start = len([s for s in self.sent if status(s.status)])
+        self.wait(lambda sent: len([s for s in sent if status(s.status)]) >= start + count, what)
+
+    @property
+    def accepted(self) -> list[Sent]:
+        return [s for s in self.sent if s.status == 201]
+
+    @property
+    def refused(self) -> list[Sent]:
+        return [s for s in self.sent if s.status != 201]

@@ -93,7 +93,9 @@ def test_a_control_plane_component_restarted_mid_burst_exceeds_no_limit_and_lose
             row.add("expiries", relists(stage.sluicegate, CONTROLLER) - before)
 
 
-def test_watches_expired_by_compaction_are_relisted_and_no_pod_is_missed(stage: Stage, stage_scene: Scene) -> None:
+def test_watches_expired_by_compaction_are_relisted_and_no_pod_is_missed(
+    stage: Stage, stage_scene: Scene
+) -> None:
     """etcd's history is compacted past every watcher's resourceVersion (writes the controller
     does not watch move etcd's revision on), then kube-apiserver restarts: every watch resumes
     from a version that is gone, gets 410 Gone and must list again."""
@@ -118,7 +120,7 @@ def test_watches_expired_by_compaction_are_relisted_and_no_pod_is_missed(stage: 
 
 def advance(cluster: LocalCluster, name: str) -> None:
     """Write objects no Sluicegate process watches, so etcd's revision moves past theirs."""
-    maps = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-{i}", "namespace": "default"},
-             "data": {"n": str(i)}} for i in range(5)]
+    maps = [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"n": str(i)},
+             "metadata": {"name": f"{name}-{i}", "namespace": "default"}} for i in range(5)]
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(maps))
     cluster.kubectl("delete", "configmaps", *(m["metadata"]["name"] for m in maps), "-n", "default")
