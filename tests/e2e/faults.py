@@ -165,7 +165,7 @@ class Row:
 
 
 @contextmanager
-def scenario(name: str) -> Iterator[Row]:
+def scenario(name: str, suite: str = SUITE) -> Iterator[Row]:
     row = Row(name)
     started = time.monotonic()
     try:
@@ -174,7 +174,7 @@ def scenario(name: str) -> Iterator[Row]:
         known = {f.name for f in fields(Figures)}
         unknown = set(row.counts) - known
         assert not unknown, f"unknown figures {unknown}"
-        out = replace(Figures(name, suite=SUITE), **row.counts)  # type: ignore[arg-type]
+        out = replace(Figures(name, suite=suite), **row.counts)  # type: ignore[arg-type]
         save(figures_path(), replace(out, seconds=round(time.monotonic() - started, 1), when=stamp()))
 
 
