@@ -70,8 +70,8 @@ def test_a_ten_minute_stream_with_limit_changes_and_a_kill_finishes_every_pod_wi
             if elapsed >= CHANGE_EVERY * (changes + 1):
                 changes += 1
                 a = 1 if changes % 2 else 4  # down, then up, and so on
+                timeline = timeline.then(now(), limits(a))  # before: the controller may act first
                 scene.patch("queues", queues[0], {"maxRunning": a})
-                timeline = timeline.then(now(), limits(a))
             time.sleep(1.0)
         stream.stop()
         assert leader(sluicegate) == successor, "the leader changed again without a kill"

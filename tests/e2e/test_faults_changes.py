@@ -21,6 +21,8 @@ from tests.e2e.conftest import eventually
 from tests.e2e.faults import DRAIN_SECONDS, judge, scale, scenario
 from tests.e2e.scenes import Scene, now
 
+LONG_SECONDS = 40  # far longer than a release takes to follow a raise, even on a loaded machine
+
 
 def running(record: Record, queue: str) -> int:
     done = {e.uid for e in record.events if e.kind in (Kind.SUCCEEDED, Kind.FAILED, Kind.DELETED)}
@@ -42,22 +44,25 @@ def test_lowering_a_limit_under_flow_never_evicts_and_raising_it_releases_at_onc
     with scenario("limits raised and lowered under flow") as row, \
             recording(credentials, selector=scene.selector) as recorder:
         timeline = Timeline(cap(2))
-        scene.pods(namespace, queue, count, seconds=8)
+        # The first two run long: the raise must release more while both still run.
+        long = scene.pods(namespace, queue, 2, prefix="long", seconds=LONG_SECONDS)
+        scene.pods(namespace, queue, count - 2, seconds=4)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         raised = now()
         scene.patch("queues", queue, {"maxRunning": 5})
         timeline = timeline.then(raised, cap(5))
         eventually(lambda: running(recorder.snapshot(), queue) >= 5, "5 pods running after the raise")
-        first_finish = [e for e in recorder.snapshot().events if e.kind is Kind.SUCCEEDED]
-        assert first_finish == [], "the raise waited for a pod to finish before releasing"
+        snapshot = recorder.snapshot()
+        ended = [snapshot.pods[e.uid].name for e in snapshot.events if e.kind is Kind.SUCCEEDED]
+        assert not set(long) & set(ended), "the raise waited for a running pod to finish before releasing"
 
         lowered = now()
         scene.patch("queues", queue, {"maxRunning": 1})
         timeline = timeline.then(lowered, cap(1))
         eventually(lambda: running(recorder.snapshot(), queue) <= 1, "the queue down to 1 running",
                    DRAIN_SECONDS)
-        scene.patch("queues", queue, {"maxRunning": 3})
-        timeline = timeline.then(now(), cap(3))
+        timeline = timeline.then(now(), cap(3))  # the instant before the change: the controller
+        scene.patch("queues", queue, {"maxRunning": 3})  # may act on it before kubectl returns
         recorder.wait(lambda t: t.finished >= count, DRAIN_SECONDS)
         record = recorder.snapshot()
         verdict = judge(record, timeline)
@@ -107,15 +112,17 @@ def test_deleting_pods_a_queue_with_pods_a_team_and_the_policy_under_flow_loses_
         held = doomed_releases(recorder.snapshot(), doomed)
 
         # The Team and the Policy deleted and created again while the kept queue flows.
-        scene.kubectl("delete", "team", team)
+        # Each change is put on the timeline the instant before it is made: the controller may
+        # act on it before kubectl returns.
         timeline = timeline.then(now(), limits(None, 3))
-        scene.kubectl("delete", "policy", keys.POLICY_NAME)
+        scene.kubectl("delete", "team", team)
         timeline = timeline.then(now(), limits(None, None))
+        scene.kubectl("delete", "policy", keys.POLICY_NAME)
         recorder.wait(lambda t: t.finished >= 4, DRAIN_SECONDS)
-        scene.team("vision", maxRunning=3)
         timeline = timeline.then(now(), limits(3, None))
-        scene.policy(maxRunning=3)
+        scene.team("vision", maxRunning=3)
         timeline = timeline.then(now(), limits(3, 3))
+        scene.policy(maxRunning=3)
         assert doomed_releases(recorder.snapshot(), doomed) == held, "released while its queue was missing"
 
         scene.queue("doomed", maxRunning=1)  # back: its pods flow again
