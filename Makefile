@@ -54,6 +54,18 @@ e2e: binaries kueue ## end-to-end tests against the real local control plane (an
 test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
 	$(BIN)/pytest tests
 
+FAULT_FIGURES ?= docs/reliability.json
+
+.PHONY: faults
+faults: binaries ## the fault suite's long variants (30 controller kills, 3 restarts of apiserver and etcd, 5,000 connections...); writes the table in docs/reliability.md
+	SLUICEGATE_FAULTS=full SLUICEGATE_FAULTS_FIGURES=$(FAULT_FIGURES) $(BIN)/pytest tests/e2e/test_faults_*.py
+	$(BIN)/python -m audit.reliability --figures $(FAULT_FIGURES) --doc docs/reliability.md
+
+.PHONY: soak
+soak: binaries ## the soak: 10 minutes of steady submissions with limit changes and one controller kill; its row in docs/reliability.md
+	SLUICEGATE_FAULTS_FIGURES=$(FAULT_FIGURES) $(BIN)/pytest tests/e2e/soak.py
+	$(BIN)/python -m audit.reliability --figures $(FAULT_FIGURES) --doc docs/reliability.md
+
 BENCH_ARGS ?=
 
 .PHONY: bench

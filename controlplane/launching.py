@@ -8,6 +8,7 @@ process (``make cluster-down``) can stop it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -412,11 +413,66 @@ class LocalCluster:
             "--node-ip=10.0.0.1",
         ]
 
+    # --- faults ---------------------------------------------------------------------------
+
+    def restart(self, component: str, *, hard: bool = False) -> None:
+        """Stop one running component (SIGTERM, or SIGKILL when ``hard``) and start it again with
+        the same arguments, ports and data; return once it answers again. The fault suite uses
+        it on etcd and kube-apiserver in the middle of a burst."""
+        ready = self._ready_probes()
+        if component not in ready or component not in self._procs:
+            raise StartError(f"{component} is not a running component of this cluster")
+        proc = self._procs.pop(component)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL if hard else signal.SIGTERM)
+        try:
+            proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._spawn(component, self._arguments()[component]())
+        self._wait(component, ready[component])
+
+    def compact(self) -> int:
+        """Compact etcd's history up to its current revision, as a long-running cluster's etcd
+        does on its own: a watch resumed from an older resourceVersion then gets 410 Gone (from
+        etcd directly, or from a watch cache rebuilt after a restart). Returns the revision."""
+        base = f"http://127.0.0.1:{self.ports.etcd_client}/v3/kv"
+        # A range read of any key answers with the store's current revision in its header.
+        header = _post_json(f"{base}/range", {"key": base64.b64encode(b"/").decode()})["header"]
+        revision = int(header["revision"])
+        _post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _arguments(self) -> dict[str, Callable[[], list[str]]]:
+        return {"etcd": self._etcd_args, "kube-apiserver": self._apiserver_args,
+                "kube-controller-manager": self._controller_manager_args,
+                "kube-scheduler": self._scheduler_args, "kwok": self._kwok_args}
+
+    def _ready_probes(self) -> dict[str, Callable[[], bool]]:
+        return {
+            "etcd": self._etcd_healthy,
+            "kube-apiserver": lambda: self._https_ok(self.ports.apiserver, "/readyz", client=True),
+            "kube-controller-manager":
+                lambda: self._https_ok(self.ports.controller_manager, "/healthz", client=False),
+            "kube-scheduler": lambda: self._https_ok(self.ports.scheduler, "/healthz", client=False),
+            "kwok": self._nodes_ready,
+        }
+
     # --- stopping -------------------------------------------------------------------------
 
     def down(self) -> None:
         stop(self.layout.root)
         self._procs.clear()
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        data: dict[str, Any] = json.load(answer)
+        return data
 
 
 def _alive(pid: int) -> bool:

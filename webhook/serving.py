@@ -18,6 +18,7 @@ from process import catalogs, logs
 from process.signals import stopped
 from webhook.application import build_app, operations_app
 from webhook.certificates import ReloadingCertificate
+from webhook.connections import ConnectionLimit
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators
 from webhook.settings import Settings, parse
@@ -46,6 +47,7 @@ async def serve(settings: Settings) -> None:
     operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
                                shutdown_timeout=settings.shutdown_seconds)
     cache.start()
+    listener: asyncio.Server | None = None
     tasks = [
         asyncio.create_task(certificate.watch(settings.cert_reload_seconds), name="certificate reload"),
         asyncio.create_task(_announce_sync(cache), name="announce sync"),
@@ -53,7 +55,10 @@ async def serve(settings: Settings) -> None:
     try:
         await admission.setup()
         await operations.setup()
-        await web.TCPSite(admission, settings.host, settings.port, ssl_context=certificate.context).start()
+        handler = admission.server
+        assert handler is not None, "AppRunner.setup() makes the server"
+        limit = ConnectionLimit(handler, certificate.context, settings.max_connections)
+        listener = await asyncio.get_running_loop().create_server(limit, settings.host, settings.port)
         await web.TCPSite(operations, settings.metrics_host, settings.metrics_port).start()
         log.info("serving admission on https://%s:%d (/mutate, /validate); probes and metrics on "
                  "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
@@ -66,6 +71,8 @@ async def serve(settings: Settings) -> None:
     finally:
         for task in tasks:
             task.cancel()
+        if listener is not None:
+            listener.close()
         await admission.cleanup()
         await operations.cleanup()
         await cache.stop()

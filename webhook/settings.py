@@ -20,6 +20,10 @@ CONTROLLER: Final = "system:serviceaccount:sluicegate-system:sluicegate-controll
 # to etcd's 1.5 MiB request limit; 4 MiB holds both with room for the envelope, and a bigger
 # body cannot be a real review.
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+# Each open TLS connection holds a 256 KiB buffer: 512 of them are 128 MiB, inside the
+# Deployment's 512 MiB limit with the cache beside them, and far more than the few keep-alive
+# connections each API server keeps to a webhook.
+MAX_CONNECTIONS: Final = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,7 @@ class Settings:
     tls_key: str = "/etc/sluicegate/tls/tls.key"
     cert_reload_seconds: float = 10.0
     max_body_bytes: int = MAX_BODY_BYTES
+    max_connections: int = MAX_CONNECTIONS
     controller: str = CONTROLLER
     connection: ConnectionSettings = field(default_factory=ConnectionSettings)
     log_level: str = "INFO"
@@ -66,6 +71,7 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     add("tls-key", d.tls_key, "serving key (PEM), reloaded when it changes")
     add("cert-reload-seconds", d.cert_reload_seconds, "how often to look for a new certificate", float)
     add("max-body-bytes", d.max_body_bytes, "larger request bodies are answered 413", int)
+    add("max-connections", d.max_connections, "admission connections open at once; more are closed", int)
     add("controller", d.controller, "the only user that may remove the gate or change Sluicegate's keys")
     add("kubeconfig", "", "kubeconfig file; else --server with --token-file, else in-cluster")
     add("context", "", "kubeconfig context (default: the current one)")
@@ -81,6 +87,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         parser.error("ports must be between 0 and 65535")
     if args.max_body_bytes < 1024:
         parser.error("--max-body-bytes must be at least 1024")
+    if args.max_connections < 1:
+        parser.error("--max-connections must be at least 1")
     return Settings(
         host=args.host,
         port=args.port,
@@ -90,6 +98,7 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         tls_key=args.tls_key,
         cert_reload_seconds=args.cert_reload_seconds,
         max_body_bytes=args.max_body_bytes,
+        max_connections=args.max_connections,
         controller=args.controller,
         connection=ConnectionSettings(
             kubeconfig=args.kubeconfig,

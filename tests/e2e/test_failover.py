@@ -4,41 +4,15 @@ every pod finishes."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import urllib.request
-
 from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
 from audit.connection import Credentials
 from audit.recording import recording
 from controlplane.deploying import LocalSluicegate
 from tests.e2e.conftest import eventually
+from tests.e2e.faults import kill, leader
 from tests.e2e.scenes import Scene, now, releases
 
 DRAIN_SECONDS = 120.0
-REPLICAS = ("controller", "controller-standby")
-
-
-def leader(sluicegate: LocalSluicegate) -> str | None:
-    """The replica whose /metrics says it leads, if exactly one does."""
-    leading = []
-    for name in REPLICAS:
-        try:
-            url = f"http://127.0.0.1:{sluicegate.port(name, 'metrics')}/metrics"
-            with urllib.request.urlopen(url, timeout=5) as answer:
-                if "\nsluicegate_leader 1.0" in answer.read().decode():
-                    leading.append(name)
-        except OSError:
-            continue
-    return leading[0] if len(leading) == 1 else None
-
-
-def kill(sluicegate: LocalSluicegate, name: str) -> None:
-    """SIGKILL the replica's process group: no release of the Lease, no drain."""
-    state = json.loads((sluicegate.cluster.layout.root / "sluicegate.json").read_text())
-    os.killpg(state["pids"][name], signal.SIGKILL)
-    eventually(lambda: any(name in problem for problem in sluicegate.dead()), f"{name} to be dead")
 
 
 def test_the_standby_takes_over_when_the_leader_is_killed_mid_burst_and_no_limit_is_exceeded(
