@@ -339,7 +339,7 @@ def _oldest(line: Line) -> float:
     """
     order = line.order
     if not line.sorted:
-        created = list(map(_CREATED, order))
+        created: list[float] = list(map(_CREATED, order))
         for i in line.taken:
             created[i] = math.inf
         return min(created)
