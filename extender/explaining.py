@@ -29,6 +29,7 @@ from typing import Final, TypeVar
 
 from extender.conditions import UNPLACEABLE, as_written
 from extender.managed import ManagedPod
+from extender.pacing import Steps, batches, run_through
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
 from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
@@ -130,14 +131,20 @@ class Explainer:
 
     def confirm(self, pods: Mapping[str, ManagedPod]) -> None:
         """Forget what the watch now shows on the pods (or pods that are gone)."""
-        done = []
-        for uid, condition in self._written.items():
-            managed = pods.get(uid)
-            if managed is None or (uid not in self._urgent and uid not in self._later
-                                   and as_written(managed.condition) == condition):
-                done.append(uid)
-        for uid in done:
-            del self._written[uid]
+        run_through(self.confirming(pods))
+
+    def confirming(self, pods: Mapping[str, ManagedPod]) -> Steps[None]:
+        """``confirm`` in steps (``extender.pacing``): a batch at a time, each entry as it is then."""
+        written = self._written
+        for batch in batches(list(written.items())):
+            yield None
+            for uid, condition in batch:
+                if written.get(uid) is not condition:
+                    continue  # wanted anew since the batch was taken
+                managed = pods.get(uid)
+                if managed is None or (uid not in self._urgent and uid not in self._later
+                                       and as_written(managed.condition) == condition):
+                    del written[uid]
 
     def clear(self) -> None:
         """Leadership lost: drop every queued write and what was assumed written."""

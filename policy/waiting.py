@@ -99,6 +99,11 @@ class Waiting(Mapping[str, Wait]):
     def items(self) -> ItemsView[str, Wait]:
         return _Items(self)
 
+    def index(self) -> None:
+        """Work out now what the first look-up by key needs (a pass over every waiting workload),
+        for a caller that decides off its event loop and reads the answers on it."""
+        self._where()
+
     # --- answers ---------------------------------------------------------------------------
 
     def reason(self, key: str) -> Reason:

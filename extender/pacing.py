@@ -1,0 +1,86 @@
+"""Running a long piece of work without holding the event loop: steps, pauses and offloads.
+
+The controller shares its event loop with the watches, the gate removals, the probes and the
+scheduler extender's HTTP server, so one dispatch cycle over 100k pending pods must not hold
+it for its whole length. Such work is written as a generator of *steps*: it yields ``None``
+between batches of its loops (a place where it may pause) and ``Offload(work)`` for a pure
+computation that may run off the loop (the value of ``work()`` is sent back in). Two drivers:
+
+* ``run_through`` runs every step at once, offloads inline, on the caller's thread: what tests
+  and small clusters see, and the same code path otherwise;
+* ``run_paced`` runs steps until it has held the loop for ``slice_seconds``, then lets the
+  loop run everything else that is ready (``asyncio.sleep(0)``) and goes on; an offload runs
+  in a worker thread while the loop stays free (the thread gives the loop the interpreter
+  lock every few milliseconds, ``sys.getswitchinterval``). After every pause or offload it
+  asks ``still()``, and stops the work there (closes the generator) when the answer is no.
+
+Between two steps, anything else may have happened on the loop: work written as steps reads
+only what it copied at its start, or state whose change between batches it tolerates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741
+
+BATCH: Final = 128
+"""Items a loop handles between two places where it may pause (well under a millisecond's work)."""
+
+
+class Offload:
+    """A step asking for ``work()`` (pure: it touches nothing the loop changes) off the loop."""
+
+    __slots__ = ("work",)
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.work = work
+
+
+Steps = Generator[Offload | None, Any, T]
+
+
+def batches(items: Sequence[I], size: int = BATCH) -> Iterator[Sequence[I]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def run_through(steps: Steps[T]) -> T:
+    """Every step at once, offloads included, on this thread."""
+    sent: Any = None
+    while True:
+        try:
+            step = steps.send(sent)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        sent = step.work() if step is not None else None
+
+
+async def run_paced(steps: Steps[T], slice_seconds: float, still: Callable[[], bool]) -> T | None:
+    """The steps, holding the loop ``slice_seconds`` at a time; None if ``still()`` said stop."""
+    sent: Any = None
+    since = time.perf_counter()
+    try:
+        while True:
+            try:
+                step = steps.send(sent)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            sent = None
+            if step is not None:
+                sent = await asyncio.to_thread(step.work)
+            elif time.perf_counter() - since < slice_seconds:
+                continue
+            else:
+                await asyncio.sleep(0)
+            if not still():
+                return None
+            since = time.perf_counter()
+    finally:
+        steps.close()
