@@ -28,6 +28,7 @@ import asyncio
 import cProfile
 import gc
 import itertools
+import math
 import os
 import platform
 import pstats
@@ -41,7 +42,7 @@ from typing import Any
 
 from benchmarks.dispatch import NOW, QUEUES, RUNNING, TEAMS
 from extender.controlling import GateController
-from extender.managed import ManagedPod
+from extender.managed import Dispatched, ManagedPod
 from extender.metrics import ControllerMetrics
 from extender.settings import Settings
 from kube.reflecting import Change
@@ -102,6 +103,9 @@ class Store:
     def items(self) -> Iterator[tuple[str, ManagedPod]]:
         return ((uid, p) for uid, p in self.pods.items())
 
+    def values(self) -> Iterator[ManagedPod]:
+        return (p for p in self.pods.values())
+
     def get(self, uid: str) -> ManagedPod | None:
         return self.pods.get(uid)
 
@@ -119,8 +123,8 @@ class Store:
 
 
 class Api:
-    """Answers every write at the loop's next turn; a gate removal shows in the store
-    ``PATCH_SECONDS`` later."""
+    """Answers every write at the loop's next turn, and shows it in the store as the watch
+    would: a condition at once, a gate removal ``PATCH_SECONDS`` later."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -142,6 +146,12 @@ class Api:
                 asyncio.get_running_loop().call_later(PATCH_SECONDS, self._ungated, uid)
             return {}
         self.writes += 1
+        if method == "PATCH" and len(parts) == 8 and parts[7] == "status":  # the watch shows it
+            uid = self.by_name.get((parts[4], parts[6]))
+            found = self.store.pods.get(uid) if uid is not None else None
+            if found is not None:
+                c = body["status"]["conditions"][0]
+                self.store.put(replace(found, condition=Dispatched(c["status"], c["reason"], c["message"])))
         return dict(body) if isinstance(body, Mapping) else {}
 
     def _ungated(self, uid: str) -> None:
@@ -160,21 +170,26 @@ class Leader:
 
 @dataclass
 class Probe:
-    """Wakes every ``PROBE_SECONDS`` and records how late: how long the loop was held."""
+    """Wakes every ``PROBE_SECONDS`` and records how late (wall time), and how much CPU the
+    loop's thread used since its last wake: the first is what a request waiting on the loop
+    sees, including the machine not running the process at all; the second is the loop held."""
 
     late: list[float] = field(default_factory=list)
+    held: list[float] = field(default_factory=list)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             due = loop.time() + PROBE_SECONDS
+            cpu = time.thread_time()
             await asyncio.sleep(PROBE_SECONDS)
             self.late.append(loop.time() - due)
+            self.held.append(time.thread_time() - cpu)
 
-    def take(self) -> list[float]:
-        out, self.late = self.late, []
+    def take(self) -> tuple[list[float], list[float]]:
+        out = self.late, self.held
+        self.late, self.held = [], []
         return out
-
 
 class World:
     """The controller over ``size`` pending pods and ``RUNNING`` running ones, and the churn."""
@@ -200,8 +215,8 @@ class World:
         n = next(self.count)
         at = created if created is not None else NOW - rnd.randrange(86_400)
         managed = make_pod(rnd, n, queue, gated, at)
-        self.store.pods[managed.uid] = managed
         self.api.by_name[(managed.pod.namespace, managed.pod.name)] = managed.uid
+        self.store.put(managed)  # as the reflector's list or watch adds it
         return managed
 
     def churn(self, now: float) -> None:
@@ -212,8 +227,7 @@ class World:
             self.store.remove(uid)
         for _ in range(CHURN_PODS):
             q = self.rnd.choices(range(QUEUES), weights=self.weights)[0]
-            managed = self._add(self.rnd, q, gated=True, created=now)
-            self.store.put(managed)
+            self._add(self.rnd, q, gated=True, created=now)
 
 
 class Timings:
@@ -232,26 +246,29 @@ class Timings:
         return out
 
 
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else math.nan
+
+
 @dataclass(frozen=True, slots=True)
 class Phase:
     name: str
     cycles: list[float]
-    late: list[float]
+    probed: tuple[list[float], list[float]]  # lateness, loop CPU between wakes
 
     def row(self) -> str:
         ms = 1e3
-        cycles = sorted(self.cycles)
-        late = sorted(self.late)
-        median = statistics.median(cycles) * ms if cycles else float("nan")
-        longest = cycles[-1] * ms if cycles else float("nan")
-        p99 = late[min(len(late) - 1, int(len(late) * 0.99))] * ms if late else float("nan")
-        worst = late[-1] * ms if late else float("nan")
-        return (f"{self.name:<22} {len(cycles):>6} {median:>10.1f} {longest:>10.1f} "
-                f"{len(late):>7} {p99:>9.1f} {worst:>9.1f}")
+        late, held = self.probed
+        median = statistics.median(self.cycles) * ms if self.cycles else math.nan
+        longest = max(self.cycles, default=math.nan) * ms
+        return (f"{self.name:<24} {len(self.cycles):>6} {median:>9.1f} {longest:>9.1f} {len(late):>7} "
+                f"{_p99(late) * ms:>8.1f} {max(late, default=math.nan) * ms:>8.1f} "
+                f"{_p99(held) * ms:>8.1f} {max(held, default=math.nan) * ms:>8.1f}")
 
 
-HEADER = (f"{'phase':<22} {'cycles':>6} {'cycle p50':>10} {'cycle max':>10} "
-          f"{'probes':>7} {'late p99':>9} {'late max':>9}   (ms)")
+HEADER = (f"{'phase':<24} {'cycles':>6} {'cycle p50':>9} {'cycle max':>9} {'probes':>7} "
+          f"{'late p99':>8} {'late max':>8} {'held p99':>8} {'held max':>8}   (ms)")
 
 
 async def _churn(world: World, seconds: float) -> None:

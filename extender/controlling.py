@@ -45,7 +45,7 @@ from extender.coalescing import Coalescer
 from extender.explaining import Explainer
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from extender.metrics import ControllerMetrics
-from extender.pacing import BATCH, Offload, Steps, batches, run_paced, run_through
+from extender.pacing import FEW, Freezer, Offload, Steps, batches, run_paced, run_through
 from extender.releasing import Release, Releaser
 from extender.reporting import Reporter
 from extender.settings import Settings
@@ -78,6 +78,8 @@ class PodSource(Protocol):
 
     def items(self) -> Iterator[tuple[str, ManagedPod]]: ...
 
+    def values(self) -> Iterator[ManagedPod]: ...
+
     def get(self, uid: str) -> ManagedPod | None: ...
 
     def version(self, uid: str) -> str: ...
@@ -103,6 +105,7 @@ def _think(
     pending workloads by key; the look-up of waiting answers by key is worked out here too."""
     decision = decide(snapshot, turns, orders)
     decision.waiting.index()
+    decision.waiting.impossible()  # works out, per queue, whether any of its work can never run
     figures = statuses.figures(snapshot, decision.usage, [w.key for w in decision.release])
     pending = {w.key: w for w in snapshot.workloads if w.state is State.PENDING}
     return decision, figures, pending
@@ -165,6 +168,7 @@ class GateController:
         self.orders = Orders()
         """Each queue's pending work in order, as the last decision left it (policy.orders)."""
         self._term = 0  # counts changes of leadership: a cycle of an earlier term stops
+        self.freezer = Freezer()
         self.releaser = Releaser(connection, concurrency=settings.release_concurrency,
                                  give_up_seconds=settings.give_up_seconds, on_settled=self._settled,
                                  on_error=metrics.failed, clock=clock)
@@ -207,6 +211,8 @@ class GateController:
         no explanation (the watch confirming a release this controller assumed, a pod bound or
         starting to run, the condition this controller just wrote)."""
         old, new = change.old, change.new
+        if new is not None:
+            self.freezer.changed()
         if old is None or new is None:
             self.queue.kick()
             return
@@ -279,9 +285,9 @@ class GateController:
         now, mono = self._wall(), self._clock()
         belongs = self.belongs
         managed: dict[str, ManagedPod] = {}
-        for batch in batches(list(self.pods.items())):
+        for batch in batches(list(self.pods.values())):  # no tuple per pod: less for the collector
             yield None
-            managed.update((uid, p) for uid, p in batch if belongs(p.pod.namespace, p.pod.team))
+            managed.update((p.pod.uid, p) for p in batch if belongs(p.pod.namespace, p.pod.team))
         snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         thought = yield Offload(partial(_think, snapshot, self.turns, self.orders))
@@ -294,6 +300,7 @@ class GateController:
         self.reporter.update(figures, waiting, unplaceable, now)
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
+        self.freezer.after_cycle(len(managed))
         seconds = time.perf_counter() - started
         self.metrics.cycle.observe(seconds)
         self.cycles += 1
@@ -367,7 +374,7 @@ class GateController:
         after = self.settings.explain_after_seconds
         due = math.inf
         for n, (key, reason) in enumerate(waiting.reasons()):
-            if n % BATCH == 0:
+            if n % FEW == 0:
                 yield None
             w = pending.get(key)
             if w is None:
@@ -398,7 +405,7 @@ class GateController:
         interval = self.settings.event_interval_seconds
         due = math.inf
         for n, (uid, found) in enumerate(managed.items()):
-            if n % BATCH == 0:
+            if n % FEW == 0:
                 yield None
             pod = found.pod
             if pod.gated or uid in self.releaser:

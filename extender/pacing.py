@@ -21,6 +21,7 @@ only what it copied at its start, or state whose change between batches it toler
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Final, TypeVar
@@ -30,6 +31,8 @@ I = TypeVar("I")  # noqa: E741
 
 BATCH: Final = 128
 """Items a loop handles between two places where it may pause (well under a millisecond's work)."""
+FEW: Final = 16
+"""The same, for a loop whose items are costly (each may format a message and queue a write)."""
 
 
 class Offload:
@@ -84,3 +87,34 @@ async def run_paced(steps: Steps[T], slice_seconds: float, still: Callable[[], b
             since = time.perf_counter()
     finally:
         steps.close()
+
+
+class Freezer:
+    """Keeps the garbage collector from scanning the cache again and again (``gc.freeze``).
+
+    A full collection scans every object the collector tracks, with the interpreter lock held:
+    at 100k cached pods (their converted pods, workloads and orders) that is hundreds of
+    milliseconds during which the loop stands still, however the cycle is paced. These objects
+    live long and form no reference cycles, so once ``min_changes`` pods, and at least half as
+    many as there are, have changed (each change is a newly converted pod) since the last
+    freeze, everything tracked is moved to the permanent generation, which collections skip.
+    Frozen objects are still freed by reference counting when the cache lets go of them; only
+    garbage caught in a reference cycle at that moment stays, a bounded cost paid at most once
+    per ``min_changes`` pod changes.
+    """
+
+    def __init__(self, min_changes: int = 5_000) -> None:
+        self.min_changes = min_changes
+        self.changes = 0
+        self.freezes = 0
+
+    def changed(self) -> None:
+        """A pod was added or converted anew."""
+        self.changes += 1
+
+    def after_cycle(self, pods: int) -> None:
+        """A cycle over ``pods`` pods ended: freeze if enough has changed since the last time."""
+        if self.changes >= max(self.min_changes, pods // 2):
+            gc.freeze()
+            self.changes = 0
+            self.freezes += 1

@@ -28,6 +28,7 @@ class SnapshotBuilder:
         self.reused = 0
         """Workloads taken from the previous cycles, in all (for tests and profiling)."""
 
+
     def clear(self) -> None:
         self._singles.clear()
 
