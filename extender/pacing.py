@@ -97,7 +97,8 @@ class Freezer:
     milliseconds during which the loop stands still, however the cycle is paced. These objects
     live long and form no reference cycles, so once ``min_changes`` pods, and at least half as
     many as there are, have changed (each change is a newly converted pod) since the last
-    freeze, everything tracked is moved to the permanent generation, which collections skip.
+    freeze, everything tracked is moved to the permanent generation, which collections skip
+    (while the initial list comes in, before a cycle has counted the pods: every ``min_changes``).
     Frozen objects are still freed by reference counting when the cache lets go of them; only
     garbage caught in a reference cycle at that moment stays, a bounded cost paid at most once
     per ``min_changes`` pod changes.
@@ -106,15 +107,21 @@ class Freezer:
     def __init__(self, min_changes: int = 5_000) -> None:
         self.min_changes = min_changes
         self.changes = 0
+        self.pods = 0  # how many pods the last cycle saw
         self.freezes = 0
 
     def changed(self) -> None:
-        """A pod was added or converted anew."""
+        """A pod was added or converted anew; freeze at once if enough have been (a freeze takes
+        no time: it moves the collector's lists, whatever their length)."""
         self.changes += 1
+        if self.changes >= max(self.min_changes, self.pods // 2):
+            self.freeze()
 
     def after_cycle(self, pods: int) -> None:
-        """A cycle over ``pods`` pods ended: freeze if enough has changed since the last time."""
-        if self.changes >= max(self.min_changes, pods // 2):
-            gc.freeze()
-            self.changes = 0
-            self.freezes += 1
+        """A cycle over ``pods`` pods ended (what ``changed`` measures against)."""
+        self.pods = pods
+
+    def freeze(self) -> None:
+        gc.freeze()
+        self.changes = 0
+        self.freezes += 1
