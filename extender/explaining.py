@@ -134,13 +134,15 @@ class Explainer:
         run_through(self.confirming(pods))
 
     def confirming(self, pods: Mapping[str, ManagedPod]) -> Steps[None]:
-        """``confirm`` in steps (``extender.pacing``): a batch at a time, each entry as it is then."""
+        """``confirm`` in steps (``extender.pacing``): a batch at a time, each entry as it is then
+        (one wanted anew since is queued, so it stays)."""
         written = self._written
-        for batch in batches(list(written.items())):
+        for batch in batches(list(written)):  # uids: no tuple per entry for the collector
             yield None
-            for uid, condition in batch:
-                if written.get(uid) is not condition:
-                    continue  # wanted anew since the batch was taken
+            for uid in batch:
+                condition = written.get(uid)
+                if condition is None:
+                    continue
                 managed = pods.get(uid)
                 if managed is None or (uid not in self._urgent and uid not in self._later
                                        and as_written(managed.condition) == condition):
