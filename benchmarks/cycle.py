@@ -15,10 +15,12 @@ pod's condition to write); **steady** (``--seconds`` of churn: every 50 ms, 5 ru
 finish and 5 new pods arrive, so each cycle releases a few); **burst** (every queue's
 ``maxRunning`` is raised by 2 at once, then churn goes on until the burst is out).
 
-Meanwhile a probe task asks to wake every 5 ms and records how late it woke: the lateness is
-how long something held the loop. Reported per phase: cycles run, their wall time (median
-and longest, from the controller's own histogram of cycle time), and the loop's longest and
-99th-percentile lateness, against the longest lateness of an idle loop in the same run.
+Meanwhile a probe task asks to wake every 5 ms and records how late it woke (wall time: it
+includes the machine not running the process at all) and how much CPU the loop's thread used
+since its last wake (the loop held); ``gc.callbacks`` record the garbage collector's pauses.
+Reported per phase: cycles run and their wall time (median and longest, from the controller's
+own histogram of cycle time), the 99th percentile and longest of both probe figures, and the
+longest collection, against an idle loop in the same run.
 """
 
 from __future__ import annotations
@@ -169,6 +171,24 @@ class Leader:
 
 
 @dataclass
+class Collections:
+    """The garbage collector's pauses (``gc.callbacks``), on whichever thread they happen."""
+
+    pauses: list[float] = field(default_factory=list)
+    _started: float = 0.0
+
+    def __call__(self, phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+    def take(self) -> list[float]:
+        out, self.pauses = self.pauses, []
+        return out
+
+
+@dataclass
 class Probe:
     """Wakes every ``PROBE_SECONDS`` and records how late (wall time), and how much CPU the
     loop's thread used since its last wake: the first is what a request waiting on the loop
@@ -256,6 +276,7 @@ class Phase:
     name: str
     cycles: list[float]
     probed: tuple[list[float], list[float]]  # lateness, loop CPU between wakes
+    collections: list[float]  # the garbage collector's pauses (wall time)
 
     def row(self) -> str:
         ms = 1e3
@@ -264,11 +285,12 @@ class Phase:
         longest = max(self.cycles, default=math.nan) * ms
         return (f"{self.name:<24} {len(self.cycles):>6} {median:>9.1f} {longest:>9.1f} {len(late):>7} "
                 f"{_p99(late) * ms:>8.1f} {max(late, default=math.nan) * ms:>8.1f} "
-                f"{_p99(held) * ms:>8.1f} {max(held, default=math.nan) * ms:>8.1f}")
+                f"{_p99(held) * ms:>8.1f} {max(held, default=math.nan) * ms:>8.1f} "
+                f"{max(self.collections, default=math.nan) * ms:>7.1f}")
 
 
 HEADER = (f"{'phase':<24} {'cycles':>6} {'cycle p50':>9} {'cycle max':>9} {'probes':>7} "
-          f"{'late p99':>8} {'late max':>8} {'held p99':>8} {'held max':>8}   (ms)")
+          f"{'late p99':>8} {'late max':>8} {'held p99':>8} {'held max':>8} {'gc max':>7}   (ms)")
 
 
 async def _churn(world: World, seconds: float) -> None:
@@ -294,10 +316,12 @@ async def measure(size: int, seconds: float) -> list[Phase]:
     gc.collect()
     probe = Probe()
     probing = asyncio.create_task(probe.run())
+    collections = Collections()
+    gc.callbacks.append(collections)
     phases = []
 
     await asyncio.sleep(1.0)
-    phases.append(Phase("idle loop", [], probe.take()))
+    phases.append(Phase("idle loop", [], probe.take(), collections.take()))
 
     started = time.monotonic()
     whole: list[float] = []
@@ -308,22 +332,24 @@ async def measure(size: int, seconds: float) -> list[Phase]:
         whole.append(time.perf_counter() - t)
         await asyncio.sleep(min(whole[-1], 0.5))
     timings.take()
-    phases.append(Phase("whole cycles (before)", whole, probe.take()))
+    phases.append(Phase("whole cycles (before)", whole, probe.take(), collections.take()))
     await _quiet(world, 60.0)
     probe.take()
+    collections.take()
 
     running = asyncio.create_task(world.controller.run())
     await _churn(world, seconds)
-    phases.append(Phase("paced: steady", timings.take(), probe.take()))
+    phases.append(Phase("paced: steady", timings.take(), probe.take(), collections.take()))
 
     world.catalog = catalog(raised=2)
     world.controller.queue.kick()
     await _churn(world, seconds / 2)
-    phases.append(Phase("paced: burst (+2/queue)", timings.take(), probe.take()))
+    phases.append(Phase("paced: burst (+2/queue)", timings.take(), probe.take(), collections.take()))
 
     running.cancel()
     probing.cancel()
     await asyncio.gather(running, probing, return_exceptions=True)
+    gc.callbacks.remove(collections)
     await world.controller.stop()
     return phases
 
