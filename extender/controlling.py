@@ -292,7 +292,8 @@ class GateController:
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         thought = yield Offload(partial(_think, snapshot, self.turns, self.orders))
         decision, figures, pending = thought
-        self.turns, self.orders = decision.turns, decision.orders or Orders()
+        self.turns = decision.turns
+        self.orders = decision.orders if decision.orders is not None else Orders()
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming(managed)
         waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
