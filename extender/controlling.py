@@ -68,6 +68,8 @@ RETRY_SECONDS: Final = 1.0
 MAX_PAUSE_SECONDS: Final = 0.5
 # A cycle holds the event loop at most about this long before it lets other work run.
 SLICE_SECONDS: Final = 0.01
+# From this many workloads on, a cycle's decision runs in a worker thread (below: on the loop).
+OFFLOAD_WORKLOADS: Final = 2_000
 
 
 class PodSource(Protocol):
@@ -290,7 +292,11 @@ class GateController:
             managed.update((p.pod.uid, p) for p in batch if belongs(p.pod.namespace, p.pod.team))
         snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
-        thought = yield Offload(partial(_think, snapshot, self.turns, self.orders))
+        think = partial(_think, snapshot, self.turns, self.orders)
+        if len(snapshot.workloads) < OFFLOAD_WORKLOADS:
+            thought = think()  # a few milliseconds: not worth a thread's hop
+        else:
+            thought = yield Offload(think)
         decision, figures, pending = thought
         self.turns = decision.turns
         self.orders = decision.orders if decision.orders is not None else Orders()
