@@ -71,7 +71,12 @@ BENCH_ARGS ?=
 .PHONY: bench
 bench: binaries kueue ## every benchmark, unattended: the dispatch cycle, then the matrix of Sluicegate, Kueue and the bare ungater (writes benchmarks/RESULTS.md; hours)
 	$(BIN)/python -m benchmarks.dispatch
+	$(BIN)/python -m benchmarks.cycle
 	$(BIN)/python -m benchmarks.matrix $(BENCH_ARGS)
+
+.PHONY: bench-cycle
+bench-cycle: $(STAMP) ## the controller's cycle at 10k and 100k pending pods (no cluster): cycle time and the longest hold of its event loop
+	$(BIN)/python -m benchmarks.cycle
 
 .PHONY: bench-quick
 bench-quick: binaries kueue ## one small scenario through every system (a few minutes), for working on the harness

@@ -58,12 +58,19 @@ class Assumptions:
         Assumptions that the cache now confirms (the pod has lost its gate), and those whose
         pod has left the cache, are forgotten on the way.
         """
+        seen: set[str] = set()
+        out = self.overlay(pods, seen)
+        self.expire(seen)
+        return out
+
+    def overlay(self, pods: Iterable[ManagedPod], seen: set[str]) -> list[Pod]:
+        """``apply`` for some of the pods (a batch); the uids of assumed ones go into ``seen``.
+        Call ``expire`` with ``seen`` once every pod has been through."""
         assumed = self._assumed
         out: list[Pod] = []
         if not assumed:
             out.extend(m.pod for m in pods)
             return out
-        seen: set[str] = set()
         overlaid = self._overlaid
         for managed in pods:
             pod = managed.pod
@@ -81,7 +88,11 @@ class Assumptions:
                     overlaid.pop(uid, None)
                     self.confirmed += 1
             out.append(pod)
+        return out
+
+    def expire(self, seen: set[str]) -> None:
+        """Forget the assumptions whose pod was not among those just seen: it left the cache."""
+        assumed = self._assumed
         for uid in [u for u in assumed if u not in seen]:
             del assumed[uid]
-            overlaid.pop(uid, None)
-        return out
+            self._overlaid.pop(uid, None)

@@ -13,6 +13,14 @@ burst of kicks makes one *cycle*. A cycle runs only on the leader and does no I/
    cannot place (``Explainer``);
 5. report: gauges now, Queue/Team/Policy status at a bounded rate (``Reporter``).
 
+A cycle over a deep backlog is long (about a second of CPU at 100k pending pods), and the loop
+it runs on also serves the watches, the gate removals and the scheduler extender. So the
+process runs each cycle in steps (``extender.pacing``): the decision and the figures, which
+are pure, in a worker thread; the rest on the loop, a batch at a time, pausing whenever it has
+held the loop for ``SLICE_SECONDS``. Everything a cycle reads it copies at its start, or
+tolerates changing between batches; a cycle that loses the lead stops at its next pause.
+``cycle()`` runs the same steps at once (tests).
+
 The first cycle of a term as leader waits until the cache has caught up with a fresh list
 from the API server, so a standby that takes over never decides from a view older than what
 the previous leader did. Losing the lead drops every assumption, queued write and turn: the
@@ -27,6 +35,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import Final, Protocol
 
@@ -36,6 +45,7 @@ from extender.coalescing import Coalescer
 from extender.explaining import Explainer
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from extender.metrics import ControllerMetrics
+from extender.pacing import FEW, Freezer, Offload, Steps, batches, run_paced, run_through
 from extender.releasing import Release, Releaser
 from extender.reporting import Reporter
 from extender.settings import Settings
@@ -46,7 +56,7 @@ from kube.resources import PODS
 from kube.writing import Ungate, micro_time
 from policy import keys
 from policy.catalog import Catalog
-from policy.dispatching import Decision, Turns, dispatch
+from policy.dispatching import Decision, Orders, Turns, dispatch
 from policy.model import Snapshot, State, Workload
 
 log = logging.getLogger(__name__)
@@ -56,6 +66,10 @@ FENCE_SECONDS: Final = 5.0
 # A release that failed for good is decided again after this pause, not at once.
 RETRY_SECONDS: Final = 1.0
 MAX_PAUSE_SECONDS: Final = 0.5
+# A cycle holds the event loop at most about this long before it lets other work run.
+SLICE_SECONDS: Final = 0.01
+# From this many workloads on, a cycle's decision runs in a worker thread (below: on the loop).
+OFFLOAD_WORKLOADS: Final = 2_000
 
 
 class PodSource(Protocol):
@@ -65,6 +79,8 @@ class PodSource(Protocol):
     def resource_version(self) -> str: ...
 
     def items(self) -> Iterator[tuple[str, ManagedPod]]: ...
+
+    def values(self) -> Iterator[ManagedPod]: ...
 
     def get(self, uid: str) -> ManagedPod | None: ...
 
@@ -79,9 +95,22 @@ class Leadership(Protocol):
     def identity(self) -> str: ...
 
 
-def decide(snapshot: Snapshot, turns: Turns) -> Decision:
+def decide(snapshot: Snapshot, turns: Turns, orders: Orders | None = None) -> Decision:
     """The controller's one call of policy's dispatch decision."""
-    return dispatch(snapshot, turns)
+    return dispatch(snapshot, turns, orders)
+
+
+def _think(
+    snapshot: Snapshot, turns: Turns, orders: Orders
+) -> tuple[Decision, statuses.Figures, dict[str, Workload]]:
+    """The pure part of a cycle, off the loop: the decision, the figures it leaves, and the
+    pending workloads by key; the look-up of waiting answers by key is worked out here too."""
+    decision = decide(snapshot, turns, orders)
+    decision.waiting.index()
+    decision.waiting.impossible()  # works out, per queue, whether any of its work can never run
+    figures = statuses.figures(snapshot, decision.usage, [w.key for w in decision.release])
+    pending = {w.key: w for w in snapshot.workloads if w.state is State.PENDING}
+    return decision, figures, pending
 
 
 def _newer_or_same(have: str, want: str) -> bool:
@@ -138,6 +167,10 @@ class GateController:
         self.assumed = Assumptions()
         self.snapshots = SnapshotBuilder(self.assumed)
         self.turns = Turns()
+        self.orders = Orders()
+        """Each queue's pending work in order, as the last decision left it (policy.orders)."""
+        self._term = 0  # counts changes of leadership: a cycle of an earlier term stops
+        self.freezer = Freezer()
         self.releaser = Releaser(connection, concurrency=settings.release_concurrency,
                                  give_up_seconds=settings.give_up_seconds, on_settled=self._settled,
                                  on_error=metrics.failed, clock=clock)
@@ -159,6 +192,8 @@ class GateController:
 
     def leadership_changed(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
+        self._term += 1
+        self.orders = Orders()
         if leading:
             self._fence_needed = True
             self.turns = Turns()
@@ -178,6 +213,8 @@ class GateController:
         no explanation (the watch confirming a release this controller assumed, a pod bound or
         starting to run, the condition this controller just wrote)."""
         old, new = change.old, change.new
+        if new is not None:
+            self.freezer.changed()
         if old is None or new is None:
             self.queue.kick()
             return
@@ -200,8 +237,9 @@ class GateController:
                 if not self.leading():
                     continue
             started = time.process_time()
+            term = self._term
             try:
-                self.cycle()
+                await run_paced(self._cycle(), SLICE_SECONDS, partial(self._still, term))
             except Exception:  # a bug in one cycle must not stop dispatch for good
                 log.exception("a dispatch cycle failed; trying again shortly")
                 self.queue.kick_after(RETRY_SECONDS)
@@ -210,6 +248,10 @@ class GateController:
             # the watches, which a stream of back-to-back cycles would starve. (CPU time, not
             # wall time: on a busy machine a cycle's wall time is mostly waiting for a core.)
             await asyncio.sleep(min(time.process_time() - started, MAX_PAUSE_SECONDS))
+
+    def _still(self, term: int) -> bool:
+        """Whether a cycle begun in ``term`` may go on: this replica has led since."""
+        return self._term == term and self.leading()
 
     async def _fence(self) -> None:
         """Wait until the cache holds every managed pod at least as new as a fresh list shows it."""
@@ -237,21 +279,35 @@ class GateController:
     # --- one cycle ------------------------------------------------------------------------
 
     def cycle(self) -> Decision:
+        """One whole cycle at once (the process runs the same steps paced, in ``run``)."""
+        return run_through(self._cycle())
+
+    def _cycle(self) -> Steps[Decision]:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
         belongs = self.belongs
-        managed = {uid: p for uid, p in self.pods.items() if belongs(p.pod.namespace, p.pod.team)}
-        snapshot = self.snapshots.build(managed.values(), self.catalog(), now)
-        decision = decide(snapshot, self.turns)
+        managed: dict[str, ManagedPod] = {}
+        for batch in batches(list(self.pods.values())):  # no tuple per pod: less for the collector
+            yield None
+            managed.update((p.pod.uid, p) for p in batch if belongs(p.pod.namespace, p.pod.team))
+        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
+        thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
+        think = partial(_think, snapshot, self.turns, self.orders)
+        if len(snapshot.workloads) < OFFLOAD_WORKLOADS:
+            thought = think()  # a few milliseconds: not worth a thread's hop
+        else:
+            thought = yield Offload(think)
+        decision, figures, pending = thought
         self.turns = decision.turns
+        self.orders = decision.orders if decision.orders is not None else Orders()
         released = self._release(decision, managed, now, mono)
-        self.explainer.confirm(managed)
-        waiting, pending_due = self._explain_pending(snapshot, decision, managed, mono)
-        unplaceable, placing_due = self._explain_released(managed, mono)
-        figures = statuses.figures(snapshot, decision.usage, released)
+        yield from self.explainer.confirming(managed)
+        waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
+        unplaceable, placing_due = yield from self._explain_released(managed, mono)
         self.reporter.update(figures, waiting, unplaceable, now)
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
+        self.freezer.after_cycle(len(managed))
         seconds = time.perf_counter() - started
         self.metrics.cycle.observe(seconds)
         self.cycles += 1
@@ -314,17 +370,19 @@ class GateController:
     # --- explaining -----------------------------------------------------------------------
 
     def _explain_pending(
-        self, snapshot: Snapshot, decision: Decision, managed: Mapping[str, ManagedPod], mono: float
-    ) -> tuple[dict[tuple[str, str], int], float]:
+        self, pending: Mapping[str, Workload], decision: Decision, managed: Mapping[str, ManagedPod],
+        mono: float,
+    ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
         """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
         and when the next pod becomes due for an explanation."""
-        pending = {w.key: w for w in snapshot.workloads if w.state is State.PENDING}
         waiting = decision.waiting
         counts: Counter[tuple[str, str]] = Counter()
         first_seen: dict[str, float] = {}
         after = self.settings.explain_after_seconds
         due = math.inf
-        for key, reason in waiting.reasons():
+        for n, (key, reason) in enumerate(waiting.reasons()):
+            if n % FEW == 0:
+                yield None
             w = pending.get(key)
             if w is None:
                 continue
@@ -344,14 +402,18 @@ class GateController:
         self._first_pending = first_seen
         return dict(counts), due
 
-    def _explain_released(self, managed: Mapping[str, ManagedPod], mono: float) -> tuple[Counter[str], float]:
+    def _explain_released(
+        self, managed: Mapping[str, ManagedPod], mono: float
+    ) -> Steps[tuple[Counter[str], float]]:
         """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
         unplaceable: Counter[str] = Counter()
         since_seen: dict[str, float] = {}
         after = self.settings.unplaceable_after_seconds
         interval = self.settings.event_interval_seconds
         due = math.inf
-        for uid, found in managed.items():
+        for n, (uid, found) in enumerate(managed.items()):
+            if n % FEW == 0:
+                yield None
             pod = found.pod
             if pod.gated or uid in self.releaser:
                 continue

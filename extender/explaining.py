@@ -29,6 +29,7 @@ from typing import Final, TypeVar
 
 from extender.conditions import UNPLACEABLE, as_written
 from extender.managed import ManagedPod
+from extender.pacing import Steps, batches, run_through
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
 from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
@@ -130,14 +131,22 @@ class Explainer:
 
     def confirm(self, pods: Mapping[str, ManagedPod]) -> None:
         """Forget what the watch now shows on the pods (or pods that are gone)."""
-        done = []
-        for uid, condition in self._written.items():
-            managed = pods.get(uid)
-            if managed is None or (uid not in self._urgent and uid not in self._later
-                                   and as_written(managed.condition) == condition):
-                done.append(uid)
-        for uid in done:
-            del self._written[uid]
+        run_through(self.confirming(pods))
+
+    def confirming(self, pods: Mapping[str, ManagedPod]) -> Steps[None]:
+        """``confirm`` in steps (``extender.pacing``): a batch at a time, each entry as it is then
+        (one wanted anew since is queued, so it stays)."""
+        written = self._written
+        for batch in batches(list(written)):  # uids: no tuple per entry for the collector
+            yield None
+            for uid in batch:
+                condition = written.get(uid)
+                if condition is None:
+                    continue
+                managed = pods.get(uid)
+                if managed is None or (uid not in self._urgent and uid not in self._later
+                                       and as_written(managed.condition) == condition):
+                    del written[uid]
 
     def clear(self) -> None:
         """Leadership lost: drop every queued write and what was assumed written."""

@@ -10,10 +10,11 @@ rebuilt every cycle, from all their pods. The result is the same as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from extender.assumptions import Assumptions
 from extender.managed import ManagedPod
+from extender.pacing import Steps, batches, run_through
 from policy.catalog import Catalog
 from policy.model import Snapshot, Workload
 from policy.pods import Pod
@@ -27,31 +28,45 @@ class SnapshotBuilder:
         self.reused = 0
         """Workloads taken from the previous cycles, in all (for tests and profiling)."""
 
+
     def clear(self) -> None:
         self._singles.clear()
 
     def build(self, pods: Iterable[ManagedPod], catalog: Catalog, now: float) -> Snapshot:
-        return Snapshot(catalog.queues, catalog.teams, catalog.policy, self.workloads(pods), now)
+        return run_through(self.building(list(pods), catalog, now))
+
+    def building(self, pods: Sequence[ManagedPod], catalog: Catalog, now: float) -> Steps[Snapshot]:
+        """``build`` in steps (``extender.pacing``), a batch of pods at a time."""
+        workloads = yield from self._workloads(pods)
+        return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now)
 
     def workloads(self, pods: Iterable[ManagedPod]) -> list[Workload]:
+        return run_through(self._workloads(list(pods)))
+
+    def _workloads(self, pods: Sequence[ManagedPod]) -> Steps[list[Workload]]:
         singles = self._singles
         kept: dict[str, tuple[Pod, Workload]] = {}
         groups: dict[str, list[Pod]] = {}
         out: list[Workload] = []
-        for pod in self.assumed.apply(p for p in pods if p.marked):
-            if pod.group:
-                groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
-                continue
-            uid = pod.uid
-            cached = singles.get(uid)
-            if cached is not None and cached[0] is pod:
-                self.reused += 1
-                kept[uid] = cached
-                out.append(cached[1])
-            else:
-                w = workload_of(pod.key, (pod,))
-                kept[uid] = (pod, w)
-                out.append(w)
+        seen: set[str] = set()
+        overlay = self.assumed.overlay
+        for batch in batches(pods):
+            yield None
+            for pod in overlay((p for p in batch if p.marked), seen):
+                if pod.group:
+                    groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
+                    continue
+                uid = pod.uid
+                cached = singles.get(uid)
+                if cached is not None and cached[0] is pod:
+                    self.reused += 1
+                    kept[uid] = cached
+                    out.append(cached[1])
+                else:
+                    w = workload_of(pod.key, (pod,))
+                    kept[uid] = (pod, w)
+                    out.append(w)
+        self.assumed.expire(seen)
         self._singles = kept
         out.extend(workload_of(key, tuple(members)) for key, members in groups.items())
         return out

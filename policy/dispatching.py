@@ -37,6 +37,7 @@ when tried never fits later in the same decision: each queue is walked once, fro
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -47,11 +48,12 @@ from policy.holds import Holds
 from policy.limits import Ceilings, blocking, ceilings, queue_blocking, queue_full, within, workflow_full
 from policy.model import Snapshot, State, Workload
 from policy.ordering import Line, Turns, rotated
+from policy.orders import Orders
 from policy.pods import Pod
 from policy.usage import Ledger, Tally
 from policy.waiting import Wait, Waiting
 
-__all__ = ["Decision", "Turns", "Wait", "Waiting", "dispatch"]
+__all__ = ["Decision", "Orders", "Turns", "Wait", "Waiting", "dispatch"]
 
 _CREATED = attrgetter("created")
 _POD_KEY = attrgetter("namespace", "name")
@@ -74,6 +76,9 @@ class Decision:
     claimed: tuple[str, ...] = ()
     """Keys of the released workloads that went ahead of the round-robin because they had
     waited longer than ``starvationSeconds``."""
+    orders: Orders | None = None
+    """Each queue's pending work in queue order, this decision's releases included, for the
+    next decision to start from (``policy.orders``); None when the call was given none."""
 
 
 class _Cycle:
@@ -122,8 +127,10 @@ class _Cycle:
         return ledger.team_running.get(w.team, 0) < team.max_running
 
     def release(self, w: Workload, line: Line) -> None:
+        """Release ``w``, which the cursor of ``line`` has just moved past."""
         self.ledger.run(w)
         line.released.add(w.key)
+        line.taken.append(line.cursor - 1)
         self.released.append(w)
         if self.cluster_full():
             self.stopped = True
@@ -236,20 +243,46 @@ def _lines(snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod]) -> dict[st
             by_queue[w.queue].append(w)
         elif state is is_running:
             running.append(w)
-            if len(w.pods) > 1:
-                stragglers.extend(p for p in w.pods if p.gated)
-    ledger.run_all(running)
+    _run(running, ledger, stragglers)
     queues = snapshot.queues
     return {name: Line(name, queues.get(name), by_queue[name]) for name in sorted(by_queue)}
 
 
-def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
-    """Decide which pending workloads to release now; see the module docstring for the rules."""
+def _kept_lines(
+    snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod], orders: Orders
+) -> tuple[dict[str, Line], Orders]:
+    """``_lines``, starting from the orders the last decision kept: every queue comes in order."""
+    (by_queue, running), kept = orders.gather(snapshot.workloads)
+    _run(running, ledger, stragglers)
+    queues = snapshot.queues
+    lines = {}
+    for name, order in by_queue.items():
+        line = lines[name] = Line(name, queues.get(name), order)
+        line.sorted = True
+    return lines, kept
+
+
+def _run(running: list[Workload], ledger: Ledger, stragglers: list[Pod]) -> None:
+    ledger.run_all(running)
+    for w in running:
+        if len(w.pods) > 1:
+            stragglers.extend(p for p in w.pods if p.gated)
+
+
+def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | None = None) -> Decision:
+    """Decide which pending workloads to release now; see the module docstring for the rules.
+
+    ``turns`` and ``orders`` are what the previous decision left (``decision.turns``,
+    ``decision.orders``). ``orders`` changes only the cost, never the answer.
+    """
     turns = turns if turns is not None else Turns()
     cycle = _Cycle(snapshot)
     ledger = cycle.ledger
     stragglers: list[Pod] = []
-    lines = _lines(snapshot, ledger, stragglers)
+    if orders is None:
+        lines, kept = _lines(snapshot, ledger, stragglers), None
+    else:
+        lines, kept = _kept_lines(snapshot, ledger, stragglers, orders)
     levels: dict[int, list[Line]] = {}
     for line in lines.values():
         if line.queue is not None:
@@ -285,18 +318,45 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None) -> Decision:
         usage=ledger.tally(snapshot.queues),
         stragglers=tuple(sorted(stragglers, key=_POD_KEY)),
         claimed=tuple(cycle.claimed),
+        orders=kept,
     )
 
 
 def _count_backlog(lines: Mapping[str, Line], ledger: Ledger) -> None:
     """What stays pending per queue, and its oldest creation time, after the releases."""
     for name, line in lines.items():
-        order = line.order
-        left = len(order) - len(line.released)
-        if not left:
-            continue
-        ledger.pending[name] = left
-        oldest = min(map(_CREATED, order))
-        if line.released and any(w.created == oldest and w.key in line.released for w in order):
-            oldest = min(w.created for w in order if w.key not in line.released)
-        ledger.oldest[name] = oldest
+        left = len(line.order) - len(line.released)
+        if left:
+            ledger.pending[name] = left
+            ledger.oldest[name] = _oldest(line)
+
+
+def _oldest(line: Line) -> float:
+    """The earliest creation time among ``line``'s workloads that were not released.
+
+    In queue order, creation times ascend within each pod priority, so the first workload of
+    each priority that was not released is a candidate: a few look-ups, not a pass.
+    """
+    order = line.order
+    if not line.sorted:
+        created: list[float] = list(map(_CREATED, order))
+        for i in line.taken:
+            created[i] = math.inf
+        return min(created)
+    taken = set(line.taken)
+    oldest, start, end = math.inf, 0, len(order)
+    while start < end:
+        band = bisect_right(order, -order[start].priority, lo=start, key=_lower_priority)
+        i = start
+        while i < band and i in taken:
+            i += 1
+        if i < band:
+            oldest = min(oldest, order[i].created)
+        start = band
+    return oldest
+
+
+def _lower_priority(w: Workload) -> int:
+    return -w.priority
+
+

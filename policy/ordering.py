@@ -85,6 +85,7 @@ class Line:
         "released",
         "sorted",
         "stop",
+        "taken",
     )
 
     def __init__(self, name: str, queue: Queue | None, workloads: list[Workload]) -> None:
@@ -96,6 +97,7 @@ class Line:
         self.cursor = 0
         self.done = False
         self.released: set[str] = set()
+        self.taken: list[int] = []  # indices in ``order`` of the released workloads
         self.blocked: list[int] = []  # indices tried and found not to fit, in order
         self.stop: Workload | None = None  # the workload a StrictFIFO queue stopped at
 

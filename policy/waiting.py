@@ -63,7 +63,7 @@ class Waiting(Mapping[str, Wait]):
         self._ledger = ledger
         self._holds = holds
         self._len = sum(len(line.order) - len(line.released) for line in lines.values())
-        self._index: dict[str, tuple[Line, Workload]] | None = None
+        self._index: dict[str, Workload] | None = None
         self._positions: dict[str, dict[str, int]] = {}
         self._uniform: dict[str, tuple[Reason, str] | None] = {}
         self._floors: dict[str, Ceilings] = {}  # queue -> the smallest caps its work could face
@@ -87,7 +87,8 @@ class Waiting(Mapping[str, Wait]):
         return key in self._where()
 
     def __getitem__(self, key: str) -> Wait:
-        line, w = self._where()[key]
+        w = self._where()[key]
+        line = self._lines[w.queue]
         positions = self._positions.get(line.name)
         if positions is None:
             positions = self._positions[line.name] = {
@@ -99,12 +100,17 @@ class Waiting(Mapping[str, Wait]):
     def items(self) -> ItemsView[str, Wait]:
         return _Items(self)
 
+    def index(self) -> None:
+        """Work out now what the first look-up by key needs (a pass over every waiting workload),
+        for a caller that decides off its event loop and reads the answers on it."""
+        self._where()
+
     # --- answers ---------------------------------------------------------------------------
 
     def reason(self, key: str) -> Reason:
         """The reason alone, without working out the message's position in the queue."""
-        line, w = self._where()[key]
-        return self._cause(w, line)[0]
+        w = self._where()[key]
+        return self._cause(w, self._lines[w.queue])[0]
 
     def reasons(self) -> Iterator[tuple[str, Reason]]:
         """``(key, reason)`` for every waiting workload, in no particular order.
@@ -248,10 +254,12 @@ class Waiting(Mapping[str, Wait]):
         self._uniform[name] = answer
         return answer
 
-    def _where(self) -> dict[str, tuple[Line, Workload]]:
+    def _where(self) -> dict[str, Workload]:
+        """Key -> waiting workload (its line is the one of its queue). No tuple per workload: on
+        a deep backlog that would be 100k objects more for the garbage collector to scan."""
         if self._index is None:
             self._index = {
-                w.key: (line, w)
+                w.key: w
                 for line in self._lines.values()
                 for w in line.order
                 if w.key not in line.released

@@ -123,6 +123,9 @@ class PodCache:
     def items(self) -> Iterator[tuple[str, ManagedPod]]:
         return iter(list(self.store.items()))
 
+    def values(self) -> Iterator[ManagedPod]:
+        return iter(list(self.store.values()))
+
     def get(self, uid: str) -> ManagedPod | None:
         return self.store.get(uid)
 

@@ -1,0 +1,127 @@
+"""Running a long piece of work without holding the event loop: steps, pauses and offloads.
+
+The controller shares its event loop with the watches, the gate removals, the probes and the
+scheduler extender's HTTP server, so one dispatch cycle over 100k pending pods must not hold
+it for its whole length. Such work is written as a generator of *steps*: it yields ``None``
+between batches of its loops (a place where it may pause) and ``Offload(work)`` for a pure
+computation that may run off the loop (the value of ``work()`` is sent back in). Two drivers:
+
+* ``run_through`` runs every step at once, offloads inline, on the caller's thread: what tests
+  and small clusters see, and the same code path otherwise;
+* ``run_paced`` runs steps until it has held the loop for ``slice_seconds``, then lets the
+  loop run everything else that is ready (``asyncio.sleep(0)``) and goes on; an offload runs
+  in a worker thread while the loop stays free (the thread gives the loop the interpreter
+  lock every few milliseconds, ``sys.getswitchinterval``). After every pause or offload it
+  asks ``still()``, and stops the work there (closes the generator) when the answer is no.
+
+Between two steps, anything else may have happened on the loop: work written as steps reads
+only what it copied at its start, or state whose change between batches it tolerates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741
+
+BATCH: Final = 128
+"""Items a loop handles between two places where it may pause (well under a millisecond's work)."""
+FEW: Final = 16
+"""The same, for a loop whose items are costly (each may format a message and queue a write)."""
+
+
+class Offload:
+    """A step asking for ``work()`` (pure: it touches nothing the loop changes) off the loop."""
+
+    __slots__ = ("work",)
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.work = work
+
+
+Steps = Generator[Offload | None, Any, T]
+
+
+def batches(items: Sequence[I], size: int = BATCH) -> Iterator[Sequence[I]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def run_through(steps: Steps[T]) -> T:
+    """Every step at once, offloads included, on this thread."""
+    sent: Any = None
+    while True:
+        try:
+            step = steps.send(sent)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        sent = step.work() if step is not None else None
+
+
+async def run_paced(steps: Steps[T], slice_seconds: float, still: Callable[[], bool]) -> T | None:
+    """The steps, holding the loop ``slice_seconds`` at a time; None if ``still()`` said stop."""
+    sent: Any = None
+    since = time.perf_counter()
+    try:
+        while True:
+            try:
+                step = steps.send(sent)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            sent = None
+            if step is not None:
+                sent = await asyncio.to_thread(step.work)
+            elif time.perf_counter() - since < slice_seconds:
+                continue
+            else:
+                await asyncio.sleep(0)
+            if not still():
+                return None
+            since = time.perf_counter()
+    finally:
+        steps.close()
+
+
+class Freezer:
+    """Keeps the garbage collector from scanning the cache again and again (``gc.freeze``).
+
+    A full collection scans every object the collector tracks, with the interpreter lock held:
+    at 100k cached pods (their converted pods, workloads and orders) that is hundreds of
+    milliseconds during which the loop stands still, however the cycle is paced. These objects
+    live long and form no reference cycles, so once ``min_changes`` pods, and at least half as
+    many as there are, have changed (each change is a newly converted pod) since the last
+    freeze, everything tracked is moved to the permanent generation, which collections skip
+    (while the initial list comes in, before a cycle has counted the pods: every ``min_changes``).
+    Frozen objects are still freed by reference counting when the cache lets go of them; only
+    garbage caught in a reference cycle at that moment stays, a bounded cost paid at most once
+    per ``min_changes`` pod changes.
+    """
+
+    def __init__(self, min_changes: int = 5_000) -> None:
+        self.min_changes = min_changes
+        self.changes = 0
+        self.pods = 0  # how many pods the last cycle saw
+        self.freezes = 0
+
+    def changed(self) -> None:
+        """A pod was added or converted anew; freeze at once if enough have been (a freeze takes
+        no time: it moves the collector's lists, whatever their length)."""
+        self.changes += 1
+        if self.changes >= max(self.min_changes, self.pods // 2):
+            self.freeze()
+
+    def after_cycle(self, pods: int) -> None:
+        """A cycle over ``pods`` pods ended (what ``changed`` measures against)."""
+        self.pods = pods
+
+    def freeze(self) -> None:
+        gc.freeze()
+        self.changes = 0
+        self.freezes += 1

@@ -1,0 +1,160 @@
+"""Each queue's waiting work in queue order, kept from one dispatch decision to the next.
+
+A decision needs the snapshot's pending work grouped by queue and each group in queue order;
+gathering is a pass over every workload and sorting is most of the cost when many queues can
+release (a burst), yet between two decisions only a few workloads arrive, change or leave.
+``Orders`` keeps what the last decision gathered: the workloads it saw, its running ones, and
+each queue's pending ones in queue order. The next decision (``gather``) finds what is new and
+what is gone by identity, in a few C-level passes; drops what is gone from the kept orders,
+sorts only what is new and merges it in. The controller rebuilds only the workloads whose pods
+changed (``extender.snapshots``), so an unchanged workload is the very same object in the next
+snapshot and a changed one is a new object, which counts as new here.
+
+The answer is exactly what gathering and sorting from scratch gives. Queue order (pod priority,
+creation time, key) is a total order when workload keys are unique in a snapshot, as they are,
+so the sorted list is the same whatever order a decision starts from; the running work is the
+same set, and what a decision does with it (sums, and stragglers sorted by pod) does not
+depend on its order. The kept state only makes a decision cheaper: with ``Orders()`` (or none),
+it gives the same answer. Kept workloads stay referenced, so an identity seen in one snapshot
+is never another object's in the next.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+from policy.model import State, Workload
+from policy.ordering import sort_in_queue_order
+
+# Past this share of new work, gathering from scratch beats merging what is new into the kept
+# orders one workload at a time (each merge costs a binary search and a copy of the queue).
+FRESH_SHARE = 0.25
+
+_NOTHING: Mapping[int, Workload] = MappingProxyType({})
+
+
+def queue_rank(w: Workload) -> tuple[int, float, str]:
+    """Queue order as one key: higher pod priority first, then creation time, then key."""
+    return -w.priority, w.created, w.key
+
+
+Gathered = tuple[dict[str, list[Workload]], list[Workload]]
+"""Pending work by queue (each in queue order, queues by name), and the running work."""
+
+
+class Orders:
+    """What one decision gathered, for the next to start from. Immutable once made."""
+
+    __slots__ = ("_queues", "_running", "_seen", "fresh_share")
+
+    def __init__(
+        self,
+        seen: Mapping[int, Workload] = _NOTHING,
+        running: Sequence[Workload] = (),
+        queues: Mapping[str, Sequence[Workload]] | None = None,
+        *,
+        fresh_share: float = FRESH_SHARE,
+    ) -> None:
+        self.fresh_share = fresh_share
+        """Past this share of new workloads in a snapshot, ``gather`` starts from scratch."""
+        self._seen = seen  # id -> every workload of the snapshot (it keeps them alive)
+        self._running = tuple(running)
+        self._queues: Mapping[str, tuple[Workload, ...]] = MappingProxyType(
+            {name: tuple(order) for name, order in (queues or {}).items()}
+        )
+
+    def __len__(self) -> int:
+        """How many workloads are kept."""
+        return len(self._seen)
+
+    def order(self, queue: str) -> tuple[Workload, ...]:
+        """``queue``'s pending work in queue order, as kept."""
+        return self._queues.get(queue, ())
+
+    def gather(self, workloads: Sequence[Workload]) -> tuple[Gathered, Orders]:
+        """The pending work of ``workloads`` by queue in queue order, the running work, and the
+        orders to keep for the next decision (each queue's pending work is kept as gathered here,
+        this decision's releases included: the next snapshot shows them running)."""
+        kept = self._seen
+        new = [w for w in workloads if id(w) not in kept]
+        if not kept or len(new) > self.fresh_share * len(workloads):
+            seen = dict(zip(map(id, workloads), workloads, strict=True))
+            by_queue, running = _fresh(workloads)
+            return (by_queue, running), self._next(seen, running, by_queue)
+        if len(workloads) - len(new) == len(kept):  # every kept workload is still there
+            gone: set[int] = set()
+            seen = dict(kept)
+            seen.update(zip(map(id, new), new, strict=True))
+        else:
+            seen = dict(zip(map(id, workloads), workloads, strict=True))
+            gone = kept.keys() - seen.keys()
+        if not new and not gone:
+            return (self._by_queue(), list(self._running)), self
+        by_queue, running = self._update(gone, new)
+        return (by_queue, running), self._next(seen, running, by_queue)
+
+    def _next(
+        self, seen: Mapping[int, Workload], running: list[Workload], by_queue: dict[str, list[Workload]]
+    ) -> Orders:
+        return Orders(seen, running, by_queue, fresh_share=self.fresh_share)
+
+    def _by_queue(self) -> dict[str, list[Workload]]:
+        return {name: list(order) for name, order in self._queues.items()}
+
+    def _update(self, gone: set[int], new: list[Workload]) -> Gathered:
+        seen = self._seen
+        touched = {seen[i].queue for i in gone if seen[i].state is State.PENDING}
+        by_queue: dict[str, list[Workload]] = {}
+        for name, order in self._queues.items():
+            if name in touched:
+                left = [w for w in order if id(w) not in gone]
+                if left:
+                    by_queue[name] = left
+            else:
+                by_queue[name] = list(order)
+        running = [w for w in self._running if id(w) not in gone] if gone else list(self._running)
+        arrived: defaultdict[str, list[Workload]] = defaultdict(list)
+        pending, is_running = State.PENDING, State.RUNNING
+        for w in new:
+            if w.state is pending:
+                arrived[w.queue].append(w)
+            elif w.state is is_running:
+                running.append(w)
+        for name, fresh in arrived.items():
+            sort_in_queue_order(fresh)
+            by_queue[name] = _merge(by_queue.get(name, []), fresh)
+        return {name: by_queue[name] for name in sorted(by_queue)}, running
+
+
+def _fresh(workloads: Iterable[Workload]) -> Gathered:
+    """Gathering from scratch: one pass, then a sort of each queue."""
+    by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
+    running: list[Workload] = []
+    pending, is_running = State.PENDING, State.RUNNING
+    for w in workloads:
+        state = w.state
+        if state is pending:
+            by_queue[w.queue].append(w)
+        elif state is is_running:
+            running.append(w)
+    for order in by_queue.values():
+        sort_in_queue_order(order)
+    return {name: by_queue[name] for name in sorted(by_queue)}, running
+
+
+def _merge(order: list[Workload], fresh: list[Workload]) -> list[Workload]:
+    """``order`` and ``fresh``, both in queue order, as one list in queue order."""
+    if not order:
+        return fresh
+    out: list[Workload] = []
+    start = 0
+    for w in fresh:
+        at = bisect_right(order, queue_rank(w), lo=start, key=queue_rank)
+        out.extend(order[start:at])
+        out.append(w)
+        start = at
+    out.extend(order[start:])
+    return out
