@@ -10,12 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cli import report, simulate, synth
+from cli import export, report, simulate, synth
 from cli.commands import EXPECTED, Command, add
 
 COMMANDS: tuple[Command, ...] = (
     simulate.COMMAND,
-    Command("records", "run records: traces of what ran (synth)", subcommands=(synth.COMMAND,)),
+    Command("records", "run records: traces of what ran (synth, export)",
+            subcommands=(synth.COMMAND, export.COMMAND)),
     report.COMMAND,
 )
 

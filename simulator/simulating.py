@@ -10,9 +10,10 @@ The rules of the replay (docs/architecture.md, "Records and simulation"):
   state between events.
 * ``turns`` (the round-robin state) is carried from each cycle to the next, as the controller
   keeps it in memory.
-* A released workload counts as running at once, and runs for its recorded duration
-  (finished − bound, or − released when it was never bound); then it finishes and frees its
-  slot. A workload still running when the trace ends ran at least until then: it is replayed
+* A released workload counts as running at once, and holds its slot for as long as it held
+  it in the trace: from release to finish (finished − released; dispatch counts a workload
+  running from its release, so the time Kubernetes took to place it is part of the hold);
+  then it finishes and frees its slot. A workload still running when the trace ends ran at least until then: it is replayed
   for that long (``censored``). A workload that never ran in the trace has no duration to
   replay and is left out (``skipped``), and said so.
 * The simulator models dispatch, not placement: a released workload starts at once, as if
@@ -75,14 +76,13 @@ class Run:
 
 
 def run_duration(r: Record, end: float) -> float | None:
-    """How long ``r`` runs once released: its recorded duration; until ``end`` if still running."""
-    duration = r.duration
-    if duration is not None:
-        return duration
-    started = r.started
-    if started is not None and r.finished is None:
-        return max(0.0, end - started)
-    return None
+    """How long ``r`` holds its slot once released: from its release to its finish; until
+    ``end`` if still running; None when it was never released (nothing to replay)."""
+    if r.released is None:
+        return None
+    if r.finished is not None:
+        return r.finished - r.released
+    return max(0.0, end - r.released)
 
 
 def recorded(records: Sequence[Record], label: str = "recorded") -> Run:
