@@ -13,9 +13,9 @@ The rules of the replay (docs/architecture.md, "Records and simulation"):
 * A released workload counts as running at once, and holds its slot for as long as it held
   it in the trace: from release to finish (finished − released; dispatch counts a workload
   running from its release, so the time Kubernetes took to place it is part of the hold);
-  then it finishes and frees its slot. A workload still running when the trace ends ran at least until then: it is replayed
-  for that long (``censored``). A workload that never ran in the trace has no duration to
-  replay and is left out (``skipped``), and said so.
+  then it finishes and frees its slot. A workload still running when the trace ends ran at
+  least until then: it is replayed for that long (``censored``). A workload that never ran in
+  the trace has no duration to replay and is left out (``skipped``), and said so.
 * The simulator models dispatch, not placement: a released workload starts at once, as if
   kube-scheduler always found room.
 
