@@ -63,7 +63,11 @@ def objects(namespace: str, name: str, port: int, target_port: int, address: str
          "metadata": {"name": pod, "namespace": namespace, "labels": labels,
                       "annotations": {STAND_IN_GATE: f"the host process on {address}:{target_port}"}},
          "spec": {"schedulingGates": [{"name": STAND_IN_GATE}],
-                  "containers": [{"name": "process", "image": "registry.invalid/host-process:none"}]}},
+                  # The namespace enforces the restricted Pod Security level.
+                  "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                  "containers": [{"name": "process", "image": "registry.invalid/host-process:none",
+                                  "securityContext": {"allowPrivilegeEscalation": False,
+                                                      "capabilities": {"drop": ["ALL"]}}}]}},
         {"apiVersion": "v1", "kind": "Endpoints",
          "metadata": {"name": name, "namespace": namespace, "labels": labels},
          "subsets": [{"addresses": [{"ip": address, "targetRef": {"kind": "Pod", "name": pod,

@@ -1,0 +1,230 @@
+"""The run recorder on the real control plane, read as a user reads it: ``sluicegate records
+export`` and ``sluicegate report`` through the API server's service proxy with the admin's
+kubeconfig.
+
+* Fidelity: a run with several queues and teams, a workflow limit, queue and pod priorities and
+  a couple of hundred pods with set durations is recorded, exported and replayed under the same
+  Queues and Teams; the simulator releases each queue's work in the observed order, and at
+  least 95 % of workloads' simulated waits are within 1 s of the observed ones. ``report
+  --png`` from the live records draws a real chart, and its table agrees with the records.
+* A recorder killed in the middle of a run, while the controller's leader is killed too and
+  pods are deleted: after its restart every pod the test submitted has exactly one record,
+  the deleted ones as Deleted and counted, the rest complete and released once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli.charting import HEIGHT, WIDTH
+from controlplane.deploying import LocalSluicegate
+from controlplane.launching import LocalCluster
+from records.sources import RecordList
+from records.trace import Phase, Record, format_time, load, parse_time
+from simulator.setups import parse_setup
+from simulator.simulating import simulate
+from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene
+from tests.e2e.test_failover import kill, leader
+
+RUN_SECONDS = 240.0  # an upper bound for the runs below to drain, not a performance target
+
+
+def sluicegate_cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``sluicegate`` command, as a user runs it, with the cluster admin's kubeconfig."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, env=env,
+                          check=True, timeout=120)
+
+
+def export(cluster: LocalCluster, tmp: Path, namespaces: Sequence[str]) -> tuple[list[Record], str]:
+    """The scene's records, through ``sluicegate records export``, and what it said on stderr."""
+    out = sluicegate_cli(cluster, "records", "export", "--since", "1h")
+    path = tmp / "trace.jsonl"
+    path.write_text(out.stdout)
+    with path.open() as stream:
+        return [r for r in load(stream, str(path)) if r.namespace in namespaces], out.stderr
+
+
+def finished(scene: Scene, namespaces: Sequence[str], count: int) -> bool:
+    done = 0
+    for namespace in namespaces:
+        pods = json.loads(scene.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+        done += sum(p["status"].get("phase") in ("Succeeded", "Failed") for p in pods)
+    return done >= count
+
+
+def recorded_all(cluster: LocalCluster, tmp: Path, namespaces: Sequence[str], count: int) -> list[Record]:
+    """Once every workload of the scene is recorded as ended (the recorder commits in batches)."""
+
+    def probe() -> list[Record] | None:
+        records, _ = export(cluster, tmp, namespaces)
+        return records if len(records) == count and all(r.phase.ended for r in records) else None
+
+    return eventually(probe, f"{count} ended workloads in the recorder's export")
+
+
+# --- fidelity -------------------------------------------------------------------------------
+
+
+def priority_class(scene: Scene, base: str, value: int) -> str:
+    name = scene.name(base)
+    scene.kubectl("create", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+        "value": value, "preemptionPolicy": "Never"}))
+    return name
+
+
+def duration(i: int) -> float:
+    """Set durations from 1.0 s to 2.9 s, spread so that few pods end at the same instant."""
+    return 1.0 + (i * 7 % 20) / 10
+
+
+def test_a_recorded_run_replays_in_the_observed_order_with_waits_within_a_second(
+    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, tmp_path: Path
+) -> None:
+    vision = scene.team("vision", maxRunning=7)
+    nlp = scene.team("nlp")
+    urgent = scene.queue("urgent", priority=10, maxRunning=3)
+    train = scene.queue("train", maxRunning=5)
+    tune = scene.queue("tune", maxRunning=4)
+    vision_ns, nlp_ns = scene.namespace(vision, "vision"), scene.namespace(nlp, "nlp")
+    high = priority_class(scene, "high", 1000)
+    sweep = {"sluicegate.dev/workflow": "sweep"}
+    spaces = [vision_ns, nlp_ns]
+    try:
+        submitted = 0
+        for wave in range(4):  # four waves of 50, a few seconds apart
+            pods: list[dict[str, Any]] = []
+            for i in range(50):
+                n = wave * 50 + i
+                if i % 5 == 0:
+                    pod = scene.pod(vision_ns, f"u{n:03d}", urgent, seconds=duration(n))
+                elif i % 5 in (1, 2):
+                    pod = scene.pod(vision_ns, f"t{n:03d}", train, seconds=duration(n),
+                                    labels=sweep if i % 5 == 1 else None,
+                                    annotations={"sluicegate.dev/workflow-max-running": "2"}
+                                    if i % 5 == 1 else None)
+                else:
+                    pod = scene.pod(nlp_ns, f"n{n:03d}", tune if i % 5 == 3 else urgent, seconds=duration(n))
+                if i % 7 == 3:
+                    pod["spec"]["priorityClassName"] = high
+                pods.append(pod)
+            scene.create(*pods)
+            submitted += len(pods)
+            going = 20 * (wave + 1)
+            eventually(lambda: finished(scene, spaces, going), "the wave to get going", RUN_SECONDS)  # noqa: B023
+        eventually(lambda: finished(scene, spaces, submitted), "every pod to finish", RUN_SECONDS)
+        records = recorded_all(cluster, tmp_path, [vision_ns, nlp_ns], submitted)
+
+        setup = parse_setup(
+            [("cluster", yaml.safe_load(scene.kubectl("get", "queues,teams", "-l", scene.selector,
+                                                      "-o", "yaml")))],
+            "the scene's Queues and Teams",
+        )
+        run = simulate(records, setup)
+        replayed = {r.record.key: r for r in run.replays}
+
+        def order(released: dict[str, float]) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for r in sorted(records, key=lambda r: (released[r.key], -r.priority, r.submitted, r.key)):
+                out.setdefault(r.queue, []).append(r.name)
+            return out
+
+        observed = order({r.key: r.released or 0.0 for r in records})
+        simulated = order({k: r.released or 0.0 for k, r in replayed.items()})
+        errors = sorted(abs((replayed[r.key].wait or 0.0) - (r.wait or 0.0)) for r in records)
+        within = sum(e <= 1.0 for e in errors) / len(errors)
+        waits = sorted(r.wait or 0.0 for r in records)
+        print(f"\nfidelity: {len(records)} workloads over {len(observed)} queues; observed waits p50 "
+              f"{waits[len(waits) // 2]:.2f}s max {waits[-1]:.2f}s; |simulated - observed| wait: p50 "
+              f"{errors[len(errors) // 2]:.3f}s p95 {errors[int(len(errors) * 0.95)]:.3f}s max "
+              f"{errors[-1]:.3f}s; within 1 s: {within:.1%}; release order per queue matches: "
+              + ", ".join(f"{q}: {observed[q] == simulated.get(q)}" for q in sorted(observed)))
+
+        assert all(r.phase is Phase.SUCCEEDED and r.bound and r.node for r in records)
+        assert max(waits) > 5  # the limits really held work back: the replay had work to do
+        for queue in observed:
+            assert observed[queue] == simulated[queue], f"release order of {queue}"
+        assert within >= 0.95
+
+        # The report from the live records: a real chart, and a table that agrees with them.
+        chart = tmp_path / "report.png"
+        since = min(r.submitted for r in records) - 1
+        report = json.loads(sluicegate_cli(cluster, "report", "--since", format_time(since), "-o", "json",
+                                           "--png", str(chart)).stdout)
+        header = chart.read_bytes()[:24]
+        assert header[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", header[16:24]) == (WIDTH, HEIGHT)
+        lines = {line["scope"]: line for line in report["lines"]}
+        for team in (vision, nlp):
+            mine = [r for r in records if r.team == team]
+            gpu_hours = sum(r.amount() * (r.duration or 0.0) for r in mine) / 3600
+            assert lines[team]["jobs"] == len(mine)
+            assert abs(lines[team]["gpuHours"] - gpu_hours) < 1e-6
+            mine_waits = [r.wait or 0.0 for r in mine]
+            assert abs(lines[team]["wait"]["meanSeconds"] - sum(mine_waits) / len(mine_waits)) < 1e-3
+    finally:
+        scene.kubectl("delete", "priorityclass", high, "--ignore-not-found")
+
+
+# --- a recorder killed mid-run --------------------------------------------------------------
+
+
+def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was_deleted(
+    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, tmp_path: Path
+) -> None:
+    team = scene.team("vision")
+    queue = scene.queue("train", maxRunning=3)
+    namespace = scene.namespace(team)
+    names = scene.pods(namespace, queue, 30, seconds=1)
+    eventually(lambda: finished(scene, [namespace], 6), "a few pods to finish", RUN_SECONDS)
+
+    state = json.loads((cluster.layout.root / "sluicegate.json").read_text())
+    os.killpg(state["pids"]["recorder"], signal.SIGKILL)  # no drain, no last flush
+    eventually(lambda: any("recorder" in p for p in sluicegate.dead()), "the recorder to be dead")
+    first = eventually(lambda: leader(sluicegate), "one controller replica to lead")
+    try:
+        # While the recorder is away: two waiting pods are deleted, the leader is killed, the
+        # standby takes over and releases more, and pods finish.
+        deleted = [names[-1], names[-2]]
+        scene.kubectl("delete", "pod", "-n", namespace, *deleted, "--wait=true")
+        kill(sluicegate, first)
+        eventually(lambda: finished(scene, [namespace], 15), "the new leader to release more", RUN_SECONDS)
+    finally:
+        sluicegate.start(first)
+        sluicegate.start("recorder")
+    eventually(lambda: finished(scene, [namespace], 28), "every remaining pod to finish", RUN_SECONDS)
+    records = recorded_all(cluster, tmp_path, [namespace], 30)
+    _, notes = export(cluster, tmp_path, [namespace])
+    answer = _record_list(cluster)
+
+    print(f"\nrecorder kill: {len(records)} records for 30 submitted pods; "
+          f"{sum(r.phase is Phase.DELETED for r in records)} Deleted; the recorder reports {answer.lost} "
+          f"pods lost while it was down; export said: {notes.strip()}")
+    assert sorted(r.name for r in records) == sorted(names)  # each submitted pod once, no other
+    gone = {r.name: r for r in records if r.phase is Phase.DELETED}
+    assert set(gone) == set(deleted) and all(r.released is None for r in gone.values())
+    assert answer.lost >= 2 and "deleted while the recorder was not running" in notes
+    ran = [r for r in records if r.name not in deleted]
+    assert all(r.phase is Phase.SUCCEEDED and r.released and r.bound and r.finished for r in ran)
+    # Released by one leader or the other, each pod once, from the controller's own stamp.
+    for r in ran:
+        pod = scene.get("pod", r.name, namespace)
+        assert r.released == parse_time(pod["metadata"]["annotations"]["sluicegate.dev/dispatched-at"])
+
+
+def _record_list(cluster: LocalCluster) -> RecordList:
+    """The recorder's own answer, read with kubectl through the same service proxy."""
+    path = "/api/v1/namespaces/sluicegate-system/services/https:sluicegate-recorder:8443/proxy/records"
+    out = cluster.kubectl("get", "--raw", path)
+    return RecordList.from_json(json.loads(out.stdout))
