@@ -201,6 +201,8 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
         kill(sluicegate, first)
         eventually(lambda: finished(scene, [namespace], 15), "the new leader to release more", RUN_SECONDS)
     finally:
+        for name in (first, "recorder"):  # reap both dead processes, then start them again
+            sluicegate.stop(name)
         sluicegate.start(first)
         sluicegate.start("recorder")
     eventually(lambda: finished(scene, [namespace], 28), "every remaining pod to finish", RUN_SECONDS)
