@@ -64,12 +64,14 @@ class Recorder:
 
     def _changed(self, change: Change[Obj]) -> None:
         now = self.clock()
-        old = self._life(change.uid)
+        old = self._life(change)
         if change.type == "DELETED":
             if old is not None:
                 self._keep(deleted(old, now))
             return
         assert change.new is not None
+        if old is None and change.old is not None and not _open(change.old):
+            return  # a change to a pod that had ended (a label, a finalizer): its record stands
         try:
             life = observe(change.new, now, old)
         except ValueError as e:  # InvalidObject: one unreadable pod never stops the watch
@@ -78,11 +80,14 @@ class Recorder:
         if life != old:
             self._keep(life)
 
-    def _life(self, uid: str) -> Life | None:
-        life = self._lives.get(uid)
-        if life is None:
-            life = self.store.recorded(uid)
-        return life
+    def _life(self, change: Change[Obj]) -> Life | None:
+        """The pod's life as recorded: open lives are in memory; the database is asked only
+        while listing after a start (pods it may know from before) and for a change to a pod
+        that was open before (never for a new pod, nor for one that had already ended)."""
+        life = self._lives.get(change.uid)
+        if life is not None or (self.reconciled.is_set() and not _open(change.old)):
+            return life
+        return self.store.recorded(change.uid)
 
     def _keep(self, life: Life) -> None:
         if life.ended:
@@ -164,6 +169,14 @@ class Recorder:
             except StoreError as e:
                 log.error("retention failed: %s", e)
             await asyncio.sleep(min(HOUR, self.retention_seconds / 10))
+
+
+def _open(pod: Obj | None) -> bool:
+    """Whether a pod as the reflector held it had not ended yet."""
+    if pod is None:
+        return False
+    status = pod.get("status")
+    return not (isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed"))
 
 
 def _raw(obj: Obj) -> Obj:

@@ -48,7 +48,11 @@ class Store:
         self.path = path
         self._pending: dict[str, Life] = {}
         self._lost: dict[str, float] = {}
-        self._lock = threading.Lock()  # flush runs in a worker thread; put in the event loop
+        # put() runs in the event loop and must never wait for a commit: one lock guards what is
+        # pending (held for a dict swap), another the database connection (flush runs in a
+        # worker thread).
+        self._lock = threading.Lock()
+        self._db_lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._connect()
@@ -67,7 +71,8 @@ class Store:
 
     def close(self) -> None:
         self.flush()
-        self._db.close()
+        with self._db_lock:
+            self._db.close()
 
     # --- writing --------------------------------------------------------------------------
 
@@ -95,7 +100,7 @@ class Store:
             return 0
         rows = [(x.uid, x.submitted, x.finished, int(x.ended), life_json(x)) for x in lives.values()]
         try:
-            with self._lock:
+            with self._db_lock:
                 self._db.execute("BEGIN")
                 self._db.executemany(
                     "INSERT INTO lives (uid, submitted, finished, ended, life) VALUES (?, ?, ?, ?, ?) "
@@ -112,15 +117,16 @@ class Store:
                     self._pending.setdefault(uid, life)
                 for uid, noticed in lost.items():
                     self._lost.setdefault(uid, noticed)
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            with self._db_lock:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
             raise StoreError(f"{self.path}: {e}") from e
         return len(rows)
 
     def forget_before(self, horizon: float) -> int:
         """Retention: delete pods that ended before ``horizon``; how many were deleted."""
         try:
-            with self._lock:
+            with self._db_lock:
                 cursor = self._db.execute("DELETE FROM lives WHERE ended = 1 AND finished < ?", (horizon,))
                 self._db.execute("DELETE FROM losses WHERE noticed < ?", (horizon,))
                 return cursor.rowcount
@@ -152,16 +158,16 @@ class Store:
 
     def losses(self, since: float | None = None) -> int:
         """How many pods were found deleted while the recorder was away (since ``since``)."""
-        with self._lock:
+        with self._db_lock:
             row = self._db.execute("SELECT count(*) FROM losses WHERE noticed >= ?",
                                    (since if since is not None else float("-inf"),)).fetchone()
         return int(row[0])
 
     def count(self) -> int:
-        with self._lock:
+        with self._db_lock:
             return int(self._db.execute("SELECT count(*) FROM lives").fetchone()[0])
 
     def _read(self, query: str, parameters: tuple[object, ...]) -> list[Life]:
-        with self._lock:
+        with self._db_lock:
             rows: Iterable[tuple[str]] = self._db.execute(query, parameters).fetchall()
         return [parse_life(text) for (text,) in rows]

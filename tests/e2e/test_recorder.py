@@ -14,18 +14,21 @@ kubeconfig.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from audit.connection import Connection, Credentials
 from cli.charting import HEIGHT, WIDTH
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
@@ -76,6 +79,47 @@ def recorded_all(cluster: LocalCluster, tmp: Path, namespaces: Sequence[str], co
 
 # --- fidelity -------------------------------------------------------------------------------
 
+ORDER_SECONDS = 0.25
+"""Releases of one queue closer together than this are not ordered by policy but by when the
+controller heard of each event (its watch, its debounce, the length of its cycle: tens to a
+few hundred milliseconds here), and the replay hears of each at its instant; two workloads
+that arrive in one burst may go in one cycle or in two. Order is compared between releases
+further apart than this."""
+
+REACTION_SECONDS = 0.5
+"""A bound on the controller's reaction time on this shared machine (it hears of a pod through
+its watch, waits out its debounce, then decides; usually milliseconds, at worst about half a
+second under load). When a slot frees and another workload arrives within this of it, which
+one takes the slot depends on whether the controller had heard of the arrival when it
+decided; the replay, which reacts at once, decides without it. Such a pair is a race, reported
+apart from the order that policy decides."""
+
+
+def order(records: Sequence[Record], released: dict[str, float]) -> dict[str, list[str]]:
+    """Each queue's workloads in the order they were released."""
+    out: dict[str, list[str]] = {}
+    for r in sorted(records, key=lambda r: (released[r.key], -r.priority, r.submitted, r.key)):
+        out.setdefault(r.queue, []).append(r.name)
+    return out
+
+
+def inversions(
+    records: Sequence[Record], replayed: dict[str, float], position: dict[str, int]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Pairs of one queue that the controller released more than ``ORDER_SECONDS`` apart and
+    the replay released in the other order (``replayed``: the replay's release times,
+    ``position``: its release order): those that policy decided, and the races (the later of
+    the two arrived within ``REACTION_SECONDS`` of the first of the two releases)."""
+    decided, races = [], []
+    for a in records:
+        for b in records:
+            if (a.queue == b.queue and (a.released or 0.0) + ORDER_SECONDS < (b.released or 0.0)
+                    and position[a.key] > position[b.key]):
+                first = min(a.released or 0.0, replayed[b.key])
+                later = max(a.submitted, b.submitted)
+                (races if abs(later - first) <= REACTION_SECONDS else decided).append((a.name, b.name))
+    return decided, races
+
 
 def priority_class(scene: Scene, base: str, value: int) -> str:
     name = scene.name(base)
@@ -86,45 +130,66 @@ def priority_class(scene: Scene, base: str, value: int) -> str:
 
 
 def duration(i: int) -> float:
-    """Set durations from 1.0 s to 2.9 s, spread so that few pods end at the same instant."""
-    return 1.0 + (i * 7 % 20) / 10
+    """Set durations from 1.5 s to 3.4 s, spread so that few pods end at the same instant."""
+    return 1.5 + (i * 7 % 20) / 10
+
+
+def drained(scene: Scene, namespaces: Sequence[str], count: int) -> None:
+    """Until ``count`` pods have finished, looking every 2 s (kubectl's JSON of a few hundred
+    pods costs CPU that the run itself needs on a small machine)."""
+    deadline = time.monotonic() + RUN_SECONDS
+    while not finished(scene, namespaces, count):
+        assert time.monotonic() < deadline, f"{count} pods did not finish within {RUN_SECONDS:.0f}s"
+        time.sleep(2)
+
+
+async def submit(credentials: Credentials, pods: Sequence[dict[str, Any]], every: float) -> None:
+    """Create ``pods`` one at a time, ``every`` seconds apart, over one keep-alive connection."""
+    async with Connection(credentials) as connection:
+        start = time.monotonic()
+        for i, pod in enumerate(pods):
+            await asyncio.sleep(max(0.0, start + i * every - time.monotonic()))
+            await connection.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
 
 def test_a_recorded_run_replays_in_the_observed_order_with_waits_within_a_second(
-    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, tmp_path: Path
+    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, credentials: Credentials, tmp_path: Path
 ) -> None:
-    vision = scene.team("vision", maxRunning=7)
-    nlp = scene.team("nlp")
+    # Each queue's work is one team's, and only the nlp team's own limit binds: queues share no
+    # capacity, so how one queue's work happens to interleave with another's in time (tens of
+    # milliseconds of the controller's reaction) cannot reorder either. Order inside a queue
+    # still depends on pod priority and on the workflow limit.
+    vision = scene.team("vision", maxRunning=10)
+    nlp = scene.team("nlp", maxRunning=4)
     urgent = scene.queue("urgent", priority=10, maxRunning=3)
     train = scene.queue("train", maxRunning=5)
-    tune = scene.queue("tune", maxRunning=4)
+    tune = scene.queue("tune", maxRunning=5)
     vision_ns, nlp_ns = scene.namespace(vision, "vision"), scene.namespace(nlp, "nlp")
     high = priority_class(scene, "high", 1000)
     sweep = {"sluicegate.dev/workflow": "sweep"}
+    limit = {"sluicegate.dev/workflow-max-running": "2"}
     spaces = [vision_ns, nlp_ns]
     try:
-        submitted = 0
-        for wave in range(4):  # four waves of 50, a few seconds apart
-            pods: list[dict[str, Any]] = []
-            for i in range(50):
-                n = wave * 50 + i
-                if i % 5 == 0:
-                    pod = scene.pod(vision_ns, f"u{n:03d}", urgent, seconds=duration(n))
-                elif i % 5 in (1, 2):
-                    pod = scene.pod(vision_ns, f"t{n:03d}", train, seconds=duration(n),
-                                    labels=sweep if i % 5 == 1 else None,
-                                    annotations={"sluicegate.dev/workflow-max-running": "2"}
-                                    if i % 5 == 1 else None)
-                else:
-                    pod = scene.pod(nlp_ns, f"n{n:03d}", tune if i % 5 == 3 else urgent, seconds=duration(n))
-                if i % 7 == 3:
-                    pod["spec"]["priorityClassName"] = high
-                pods.append(pod)
-            scene.create(*pods)
-            submitted += len(pods)
-            going = 20 * (wave + 1)
-            eventually(lambda: finished(scene, spaces, going), "the wave to get going", RUN_SECONDS)  # noqa: B023
-        eventually(lambda: finished(scene, spaces, submitted), "every pod to finish", RUN_SECONDS)
+        # 200 pods, one every 0.2 s, at about the rate the limits let work go, so queues build
+        # and drain (as in a working day) rather than one backlog being worked off in a single
+        # long chain. One at a time, as users submit: a burst that reaches the controller
+        # within one cycle is ordered by the cycle, not by its arrivals (see ORDER_SECONDS).
+        pods: list[dict[str, Any]] = []
+        for n in range(200):
+            i = n % 10
+            if i < 2:  # urgent
+                pod = scene.pod(vision_ns, f"u{n:03d}", urgent, seconds=duration(n))
+            elif i in (2, 3, 4, 9):  # training; one in four is a trial of the sweep
+                pod = scene.pod(vision_ns, f"t{n:03d}", train, seconds=duration(n),
+                                labels=sweep if i == 2 else None, annotations=limit if i == 2 else None)
+            else:
+                pod = scene.pod(nlp_ns, f"n{n:03d}", tune, seconds=duration(n))
+            if n % 7 == 3:
+                pod["spec"]["priorityClassName"] = high
+            pods.append(pod)
+        asyncio.run(submit(credentials, pods, every=0.2))
+        submitted = len(pods)
+        drained(scene, spaces, submitted)
         records = recorded_all(cluster, tmp_path, [vision_ns, nlp_ns], submitted)
 
         setup = parse_setup(
@@ -135,27 +200,25 @@ def test_a_recorded_run_replays_in_the_observed_order_with_waits_within_a_second
         run = simulate(records, setup)
         replayed = {r.record.key: r for r in run.replays}
 
-        def order(released: dict[str, float]) -> dict[str, list[str]]:
-            out: dict[str, list[str]] = {}
-            for r in sorted(records, key=lambda r: (released[r.key], -r.priority, r.submitted, r.key)):
-                out.setdefault(r.queue, []).append(r.name)
-            return out
-
-        observed = order({r.key: r.released or 0.0 for r in records})
-        simulated = order({k: r.released or 0.0 for k, r in replayed.items()})
+        observed = order(records, {r.key: r.released or 0.0 for r in records})
+        position = {key: i for i, key in enumerate(run.order)}
+        simulated = order(records, {r.key: float(position[r.key]) for r in records})
+        swapped, races = inversions(records, {k: r.released or 0.0 for k, r in replayed.items()}, position)
         errors = sorted(abs((replayed[r.key].wait or 0.0) - (r.wait or 0.0)) for r in records)
         within = sum(e <= 1.0 for e in errors) / len(errors)
         waits = sorted(r.wait or 0.0 for r in records)
         print(f"\nfidelity: {len(records)} workloads over {len(observed)} queues; observed waits p50 "
               f"{waits[len(waits) // 2]:.2f}s max {waits[-1]:.2f}s; |simulated - observed| wait: p50 "
               f"{errors[len(errors) // 2]:.3f}s p95 {errors[int(len(errors) * 0.95)]:.3f}s max "
-              f"{errors[-1]:.3f}s; within 1 s: {within:.1%}; release order per queue matches: "
-              + ", ".join(f"{q}: {observed[q] == simulated.get(q)}" for q in sorted(observed)))
+              f"{errors[-1]:.3f}s; within 1 s: {within:.1%}; queues released in exactly the observed order: "
+              f"{sum(observed[q] == simulated[q] for q in observed)} of {len(observed)}; pairs the "
+              f"controller released more than {ORDER_SECONDS}s apart that the replay released in the "
+              f"other order: {swapped} decided by policy, {races} races within the controller's "
+              f"reaction time")
 
         assert all(r.phase is Phase.SUCCEEDED and r.bound and r.node for r in records)
-        assert max(waits) > 5  # the limits really held work back: the replay had work to do
-        for queue in observed:
-            assert observed[queue] == simulated[queue], f"release order of {queue}"
+        assert sum(w > 1 for w in waits) >= 20  # the limits really held work back: the replay had work to do
+        assert swapped == []
         assert within >= 0.95
 
         # The report from the live records: a real chart, and a table that agrees with them.
