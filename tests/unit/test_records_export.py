@@ -12,7 +12,7 @@ import pytest
 
 from cli import recorder
 from cli.__main__ import main
-from records.sources import RecordList, Recorded
+from records.sources import Recorded, RecordList
 from records.trace import TraceError, format_time, load, record_json
 from tests.builders import T0
 from tests.traces import job
@@ -31,7 +31,7 @@ def test_a_record_list_is_read_and_anything_else_is_refused_naming_the_recorder(
     listed = RecordList.from_json(answer(lost=2))
     assert [r.name for r in listed.records] == ["a", "b"]
     assert (listed.now, listed.lost) == (T0 + 100, 2)
-    with pytest.raises(TraceError, match="recorder.*expected a RecordList"):
+    with pytest.raises(TraceError, match=r"recorder.*expected a RecordList"):
         RecordList.from_json({"kind": "Status", "message": "no endpoints available"})
 
 
