@@ -23,6 +23,10 @@ from webhook.certificates import ReloadingCertificate
 
 log = logging.getLogger(__name__)
 
+
+class RecorderStopped(Exception):
+    """The watch or the writer ended by itself."""
+
 USER_AGENT: Final = "sluicegate-recorder"
 
 
@@ -56,9 +60,14 @@ async def serve(settings: Settings) -> None:
         log.info("recording into %s; serving records on https://%s:%d/records; probes and metrics on "
                  "http://%s:%d; API server: %s", settings.database, settings.host, settings.port,
                  settings.metrics_host, settings.metrics_port, settings.connection.describe())
-        signal = await stopped()
-        log.info("%s received: stopping", signal)
+        signal = asyncio.create_task(stopped(), name="stop signal")
+        done, _ = await asyncio.wait([signal, tasks[0]], return_when=asyncio.FIRST_COMPLETED)
         stopping.set()
+        if signal not in done:  # the recorder itself ended: a fault, the process must not linger
+            signal.cancel()
+            tasks[0].result()  # raises what ended it
+            raise RecorderStopped("the recorder stopped on its own")
+        log.info("%s received: stopping", signal.result())
     finally:
         for task in tasks:
             task.cancel()
@@ -75,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings))
-    except (KubeError, StoreError, OSError, ssl.SSLError) as e:
+    except (KubeError, StoreError, OSError, ssl.SSLError, RecorderStopped) as e:
         log.error("cannot serve: %s", e)
         return 1
     return 0

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS lives (
     life TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS lives_finished ON lives (finished);
+CREATE INDEX IF NOT EXISTS lives_open ON lives (ended);
 CREATE TABLE IF NOT EXISTS losses (
     uid TEXT PRIMARY KEY,
     noticed REAL NOT NULL
