@@ -22,10 +22,11 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from audit.connection import Connection, Credentials
@@ -110,7 +111,8 @@ def inversions(
     the replay released in the other order (``replayed``: the replay's release times,
     ``position``: its release order): those that policy decided, and the races (the later of
     the two arrived within ``REACTION_SECONDS`` of the first of the two releases)."""
-    decided, races = [], []
+    decided: list[tuple[str, str]] = []
+    races: list[tuple[str, str]] = []
     for a in records:
         for b in records:
             if (a.queue == b.queue and (a.released or 0.0) + ORDER_SECONDS < (b.released or 0.0)
@@ -152,9 +154,33 @@ async def submit(credentials: Credentials, pods: Sequence[dict[str, Any]], every
             await connection.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
 
+@pytest.fixture
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, LocalSluicegate]]:
+    """A fresh control plane with Sluicegate, for this test alone. The fidelity run measures
+    the controller's timing against the replay's: on the session cluster, the namespaces that
+    earlier tests leave being torn down keep the controller, the recorder and the API server
+    busy, and the controller's reaction time grew from milliseconds to a few hundred (seen in
+    the full suite: 91 % of waits within 1 s against 99-100 % alone)."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("fidelity"), nodes=4, gpus_per_node=8)
+    sluicegate = LocalSluicegate(cluster)
+    cluster.extender = sluicegate.scheduler_extender()
+    cluster.up()
+    try:
+        sluicegate.up()
+        yield cluster, sluicegate
+        problems = sluicegate.dead()
+        assert not problems, "\n".join(problems)
+    finally:
+        sluicegate.down()
+        cluster.down()
+
+
 def test_a_recorded_run_replays_in_the_observed_order_with_waits_within_a_second(
-    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, credentials: Credentials, tmp_path: Path
+    quiet: tuple[LocalCluster, LocalSluicegate], tmp_path: Path
 ) -> None:
+    cluster, _ = quiet
+    scene = Scene(cluster)
+    credentials = Credentials.from_kubeconfig(cluster.kubeconfig)
     # Each queue's work is one team's, and only the nlp team's own limit binds: queues share no
     # capacity, so how one queue's work happens to interleave with another's in time (tens of
     # milliseconds of the controller's reaction) cannot reorder either. Order inside a queue
