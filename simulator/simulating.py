@@ -163,11 +163,16 @@ _SLACK = 1e-3  # seconds: starvation moments this close to a cycle count as afte
 _INF = float("inf")
 
 
-def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False) -> Run:
+def simulate(
+    records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False, reaction: float = 0.0
+) -> Run:
     """Replay ``records`` under ``setup``; see the module docstring for the rules.
 
     ``exact`` hands dispatch the whole cluster every cycle instead of the compact snapshot
     (``simulator.compacting``): the same answer, much slower; the reference in tests.
+    ``reaction`` (seconds, 0 by default) is the controller's reaction time: each cycle runs
+    that long after the first event it answers, taking in every event until then (the
+    controller hears of a change through its watch, waits out its debounce, then decides).
     """
     end = last_time(records)
     keep = _quota_resources(setup)
@@ -202,6 +207,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
     last = -_INF
     while nxt < total or completions:
         now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
+        now += reaction
         changed = exact
         while completions and completions[0][0] <= now:
             key = heapq.heappop(completions)[2]
