@@ -11,12 +11,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli import explain, pods, queues, report, simulate, synth
+from cli import explain, export, pods, queues, report, simulate, synth
 from cli.commands import EXPECTED, Command, add
 
 COMMANDS: tuple[Command, ...] = (
     simulate.COMMAND,
-    Command("records", "run records: traces of what ran (synth)", subcommands=(synth.COMMAND,)),
+    Command("records", "run records: traces of what ran (synth, export)",
+            subcommands=(synth.COMMAND, export.COMMAND)),
     report.COMMAND,
     queues.COMMAND,
     pods.COMMAND,

@@ -4,9 +4,9 @@
                       [-o table|csv|json] [--png FILE]
 
 ``--since`` is a length of time back from the end of the records (``7d``, ``36h``) or an RFC
-3339 time; without it the period is everything the records hold. Today records come from a
-trace file; the recorder in the cluster will be another source behind the same interface
-(``records.sources``).
+3339 time; without it the period is everything the records hold. Records come from a trace
+file (``--trace``), else from the recorder in the cluster, through the API server's service
+proxy with the user's kubeconfig (``records.sources``, ``cli.recorder``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TypedDict
 
-from cli import charting
+from cli import charting, recorder
 from cli.commands import Command, CommandError
 from cli.simulate import WaitsJSON, waits_json
 from cli.tables import FORMATS, csv_text, json_text, number, percent, table
@@ -38,11 +38,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--png", type=Path, help="also draw GPU use over time and the waits to this PNG file")
     parser.add_argument("--gpus", type=float, help="the cluster's GPU capacity, for utilisation")
     parser.add_argument("--resource", default=keys.GPU_RESOURCE, help="the resource counted as GPUs")
+    recorder.add_arguments(parser)
 
 
 def source(args: argparse.Namespace) -> Source:
     if args.trace is None:
-        raise CommandError("give --trace FILE (reading from the cluster's recorder is not available yet)")
+        return recorder.source(args)
     return TraceFile(args.trace)
 
 

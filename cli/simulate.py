@@ -47,6 +47,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exact", action="store_true", help="hand dispatch the whole cluster every cycle (slow; same answer)"
     )
+    parser.add_argument(
+        "--reaction", type=float, default=0.0, metavar="SECONDS",
+        help="the controller's reaction time: each cycle runs this long after its first event (default 0)",
+    )
 
 
 def _capacity(args: argparse.Namespace, setups: Sequence[Setup]) -> tuple[float | None, str]:
@@ -69,8 +73,11 @@ def run(args: argparse.Namespace) -> int:
     proposed_setup = load_setup(args.policy)
     baseline_setup = load_setup(args.baseline) if args.baseline else None
     capacity, capacity_from = _capacity(args, [s for s in (proposed_setup, baseline_setup) if s])
-    proposed = simulate(trace, proposed_setup, exact=args.exact)
-    baseline = simulate(trace, baseline_setup, exact=args.exact) if baseline_setup else recorded(trace)
+    if args.reaction < 0:
+        raise CommandError("--reaction must not be negative")
+    proposed = simulate(trace, proposed_setup, exact=args.exact, reaction=args.reaction)
+    baseline = (simulate(trace, baseline_setup, exact=args.exact, reaction=args.reaction) if baseline_setup
+                else recorded(trace))
     comparison = compare(
         summarize(proposed, capacity, args.resource), summarize(baseline, capacity, args.resource)
     )

@@ -23,6 +23,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ import yaml
 
 from certs import bundles
 from certs.issuing import WebhookFiles, issue
+from controlplane.endpoints import expose, host_address
 from controlplane.extenders import SchedulerExtender
 from controlplane.launching import (
     READY_SECONDS,
@@ -48,7 +50,7 @@ from controlplane.launching import (
     free_port,
     log_tail,
 )
-from controlplane.services import EXTENDER_PORT, NAMESPACE, SERVICES, Launch, Service
+from controlplane.services import EXTENDER_PORT, NAMESPACE, RECORDS_PORT, SERVICES, Launch, Service
 from policy import keys
 
 LOCAL_MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests" / "local"
@@ -57,6 +59,8 @@ CA_PLACEHOLDER: Final = "${SLUICEGATE_CA_BUNDLE}"
 # Long enough for any test run or working day; the processes read the file again every minute,
 # so a longer session only needs `make up` again.
 TOKEN_DURATION: Final = "24h"
+RECORDER_SERVICE: Final = "sluicegate-recorder"
+RECORDER_SERVICE_PORT: Final = 8443  # as in manifests/default/recorder.yaml
 
 
 def _quiet(line: str) -> None:
@@ -81,6 +85,7 @@ class LocalSluicegate:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, dict[str, int]] = {}
         self._prepared = False
+        self.address = host_address() or "127.0.0.1"
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -120,6 +125,8 @@ class LocalSluicegate:
 
     def up(self, progress: Progress = _quiet) -> None:
         stop(self.cluster.layout.root)
+        if not self.cluster.keep_state:  # a fresh cluster: the last run's records are of its pods
+            shutil.rmtree(self.root / "recorder", ignore_errors=True)
         progress(f"sluicegate: installing {self.manifests}")
         documents = self._render()
         hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
@@ -132,6 +139,7 @@ class LocalSluicegate:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
                 self.start(service.name)
+            self._expose_recorder(progress)
             self.cluster.kubectl("apply", "-f", "-",
                                  input=yaml.safe_dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
@@ -140,6 +148,18 @@ class LocalSluicegate:
             self.down()
             raise
         progress("sluicegate: ready; logs in " + str(self.cluster.layout.logs))
+
+    def _expose_recorder(self, progress: Progress) -> None:
+        """The recorder's Service, reached through the API server's proxy as in a cluster."""
+        for service in self.services:
+            if RECORDS_PORT not in service.ports:
+                continue
+            if self.address == "127.0.0.1":
+                progress("sluicegate: this host has no address but loopback; the API server cannot "
+                         "proxy to the recorder, so `sluicegate records export` cannot reach it")
+                return
+            expose(self.cluster, NAMESPACE, RECORDER_SERVICE, RECORDER_SERVICE_PORT,
+                   self.port(service.name, RECORDS_PORT), self.address)
 
     def _render(self) -> list[dict[str, Any]]:
         text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout
@@ -218,6 +238,8 @@ class LocalSluicegate:
             tls_cert=self.tls.cert,
             tls_key=self.tls.key,
             ports=self._ports[name],
+            data=self.root,
+            address=self.address,
         )
         command = service.command(sys.executable, launch)
         self.cluster.layout.logs.mkdir(parents=True, exist_ok=True)

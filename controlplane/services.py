@@ -28,6 +28,10 @@ class Launch:
     tls_cert: Path  # the webhook serving certificate (names 127.0.0.1)
     tls_key: Path
     ports: Mapping[str, int]  # free loopback ports, by the names the row asks for
+    data: Path = Path("sluicegate")  # where a process keeps its state (the recorder's database)
+    address: str = "127.0.0.1"
+    """This host's own, non-loopback address: where the API server's service proxy reaches a
+    process (it refuses loopback endpoints); see controlplane/endpoints.py."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,5 +107,33 @@ CONTROLLER: Final = Service(
     arguments=controller_arguments,
 )
 
-SERVICES: Final[tuple[Service, ...]] = (WEBHOOK, CONTROLLER)
+def recorder_arguments(launch: Launch) -> list[str]:
+    return [
+        # Served on this host's own address: the API server's service proxy, through which the
+        # CLI reads the records, does not proxy to loopback (controlplane/endpoints.py).
+        "--host", launch.address,
+        "--port", str(launch.ports[RECORDS_PORT]),
+        "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(launch.ports["metrics"]),
+        "--tls-cert", str(launch.tls_cert),
+        "--tls-key", str(launch.tls_key),
+        "--database", str(launch.data / "recorder" / "records.db"),
+        # Commit often: the e2e tests kill it and count what survived.
+        "--flush-seconds", "0.2",
+        *connection_arguments(launch),
+    ]
+
+
+RECORDS_PORT: Final = "records"
+"""The port name of the recorder's HTTPS API (the Service's port ``https``)."""
+
+RECORDER: Final = Service(
+    name="recorder",
+    module="recorder",
+    account="sluicegate-recorder",
+    ports=(RECORDS_PORT, "metrics"),
+    arguments=recorder_arguments,
+)
+
+SERVICES: Final[tuple[Service, ...]] = (WEBHOOK, CONTROLLER, RECORDER)
 """Every process ``make up`` starts, in start order."""

@@ -10,11 +10,12 @@ The rules of the replay (docs/architecture.md, "Records and simulation"):
   state between events.
 * ``turns`` (the round-robin state) is carried from each cycle to the next, as the controller
   keeps it in memory.
-* A released workload counts as running at once, and runs for its recorded duration
-  (finished − bound, or − released when it was never bound); then it finishes and frees its
-  slot. A workload still running when the trace ends ran at least until then: it is replayed
-  for that long (``censored``). A workload that never ran in the trace has no duration to
-  replay and is left out (``skipped``), and said so.
+* A released workload counts as running at once, and holds its slot for as long as it held
+  it in the trace: from release to finish (finished − released; dispatch counts a workload
+  running from its release, so the time Kubernetes took to place it is part of the hold);
+  then it finishes and frees its slot. A workload still running when the trace ends ran at
+  least until then: it is replayed for that long (``censored``). A workload that never ran in
+  the trace has no duration to replay and is left out (``skipped``), and said so.
 * The simulator models dispatch, not placement: a released workload starts at once, as if
   kube-scheduler always found room.
 
@@ -75,14 +76,13 @@ class Run:
 
 
 def run_duration(r: Record, end: float) -> float | None:
-    """How long ``r`` runs once released: its recorded duration; until ``end`` if still running."""
-    duration = r.duration
-    if duration is not None:
-        return duration
-    started = r.started
-    if started is not None and r.finished is None:
-        return max(0.0, end - started)
-    return None
+    """How long ``r`` holds its slot once released: from its release to its finish; until
+    ``end`` if still running; None when it was never released (nothing to replay)."""
+    if r.released is None:
+        return None
+    if r.finished is not None:
+        return r.finished - r.released
+    return max(0.0, end - r.released)
 
 
 def recorded(records: Sequence[Record], label: str = "recorded") -> Run:
@@ -163,11 +163,16 @@ _SLACK = 1e-3  # seconds: starvation moments this close to a cycle count as afte
 _INF = float("inf")
 
 
-def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False) -> Run:
+def simulate(
+    records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False, reaction: float = 0.0
+) -> Run:
     """Replay ``records`` under ``setup``; see the module docstring for the rules.
 
     ``exact`` hands dispatch the whole cluster every cycle instead of the compact snapshot
     (``simulator.compacting``): the same answer, much slower; the reference in tests.
+    ``reaction`` (seconds, 0 by default) is the controller's reaction time: each cycle runs
+    that long after the first event it answers, taking in every event until then (the
+    controller hears of a change through its watch, waits out its debounce, then decides).
     """
     end = last_time(records)
     keep = _quota_resources(setup)
@@ -202,6 +207,7 @@ def simulate(records: Sequence[Record], setup: Setup, label: str = "", exact: bo
     last = -_INF
     while nxt < total or completions:
         now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
+        now += reaction
         changed = exact
         while completions and completions[0][0] <= now:
             key = heapq.heappop(completions)[2]

@@ -109,11 +109,12 @@ def test_release_order_follows_priority_workflow_limit_round_robin_and_pod_prior
     assert run.cycles == 2
 
 
-def test_a_workload_runs_for_its_recorded_duration_from_bound_and_the_trace_says_what_it_cannot_replay() -> (
+def test_a_workload_holds_its_slot_from_release_to_finish_and_the_trace_says_what_it_cannot_replay() -> (
     None
 ):
-    """Recorded: released at 5, bound at 7, finished at 107: it ran 100 s (finished − bound).
-    Replayed under an open queue it is released on arrival (0) and finishes at 100.
+    """Recorded: released at 5, bound at 7, finished at 107: it held its slot 102 s (finished −
+    released; dispatch counts it running from its release, placed or not).
+    Replayed under an open queue it is released on arrival (0) and finishes at 102.
     A workload still running at the trace's end (released at 50, the last time the trace
     knows is 107) is replayed for 57 s; one that never ran has no duration and is left out."""
     from dataclasses import replace
@@ -128,7 +129,7 @@ def test_a_workload_runs_for_its_recorded_duration_from_bound_and_the_trace_says
     run = simulate([ran, running, never], setup(MakeQueue("q")))
 
     by_name = {r.record.name: r for r in run.replays}
-    assert (by_name["ran"].released, by_name["ran"].finished) == (T0, T0 + 100)
+    assert (by_name["ran"].released, by_name["ran"].finished) == (T0, T0 + 102)
     assert (by_name["running"].duration, by_name["running"].finished) == (57, T0 + 107)
     assert [r.name for r in run.skipped] == ["never"]
     assert run.censored == 1

@@ -1,0 +1,77 @@
+"""Reaching the recorder from the command line: through the API server's service proxy, with
+the user's own kubeconfig, so Kubernetes RBAC (``services/proxy`` on the recorder's Service)
+decides who may read the records. No port-forward and no credentials of its own.
+
+    GET /api/v1/namespaces/<namespace>/services/<service>/proxy/records?since=<RFC 3339>
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote
+
+from cli.commands import CommandError
+from kube.connecting import ApiError, Connection, ConnectionSettings, KubeError
+from records.sources import Recorded, RecordList
+from records.trace import format_time
+
+NAMESPACE: Final = "sluicegate-system"
+SERVICE: Final = "https:sluicegate-recorder:8443"
+USER_AGENT: Final = "sluicegate-cli"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("the recorder (read through the API server's service proxy)")
+    where.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    where.add_argument("--context", default="", help="kubeconfig context (default: the current one)")
+    where.add_argument("--recorder-namespace", default=NAMESPACE, help="the recorder's namespace")
+    where.add_argument("--recorder-service", default=SERVICE,
+                       help="the recorder's Service as the proxy names it, scheme:name:port")
+
+
+def kubeconfig(args: argparse.Namespace) -> Path:
+    if args.kubeconfig:
+        return Path(args.kubeconfig)
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), "")
+    return Path(first) if first else Path.home() / ".kube" / "config"
+
+
+def path(args: argparse.Namespace) -> str:
+    namespace = quote(args.recorder_namespace, safe="")
+    service = quote(args.recorder_service, safe=":")
+    return f"/api/v1/namespaces/{namespace}/services/{service}/proxy/records"
+
+
+async def _fetch(args: argparse.Namespace, since: float | None) -> RecordList:
+    settings = ConnectionSettings(kubeconfig=str(kubeconfig(args)), context=args.context)
+    connection = await Connection.open(settings, user_agent=USER_AGENT)
+    try:
+        query = {"since": format_time(since)} if since is not None else None
+        data = await connection.request("GET", path(args), query=query, timeout=300)
+    finally:
+        await connection.close()
+    return RecordList.from_json(data, source=f"the recorder ({args.recorder_namespace}/"
+                                f"{args.recorder_service})")
+
+
+def fetch(args: argparse.Namespace, since: float | None) -> RecordList:
+    """The recorder's records that touch the period from ``since``; ``CommandError`` when it
+    cannot be read (not reachable, or RBAC says no)."""
+    try:
+        return asyncio.run(_fetch(args, since))
+    except ApiError as e:
+        if e.status == 403:
+            raise CommandError(f"you may not read the run records: {e} (ask for the Role "
+                               f"sluicegate-records-reader in {args.recorder_namespace})") from e
+        raise CommandError(f"cannot read the run records from the recorder: {e}") from e
+    except KubeError as e:
+        raise CommandError(f"cannot read the run records from the recorder: {e}") from e
+
+
+def source(args: argparse.Namespace) -> Recorded:
+    return Recorded(lambda since: fetch(args, since))

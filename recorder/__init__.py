@@ -1,0 +1,4 @@
+"""The recorder: ``python -m recorder``, a single-replica process that watches managed pods
+through its own connection, keeps one record per pod lifecycle in SQLite, and serves the run
+records read-only over HTTPS (``sluicegate records export`` and ``report`` read them through
+the apiserver's service proxy)."""

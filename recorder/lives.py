@@ -1,0 +1,243 @@
+"""One pod's life as the recorder keeps it, how an observation of the pod moves it on, and how
+the lives of a workload's pods make its run record (``records.trace.Record``).
+
+Pure: no I/O, no clock (``now`` is passed in). A pod is seen many times (every watch event,
+every list); each time ``observe`` takes the pod as it stands and the life as recorded, and
+returns the life with what is new. A time, once recorded, is never moved.
+
+Times come from the best source there is:
+
+* ``submitted``: the admission stamp ``sluicegate.dev/admitted-at`` (microseconds), else
+  ``creationTimestamp`` (policy.pods.submitted_at, as dispatch orders FIFO);
+* ``released``: the controller's stamp ``sluicegate.dev/dispatched-at`` (microseconds, the
+  instant it decided), else the moment the recorder first saw the pod without its gate (a
+  break-glass release carries no stamp);
+* ``bound`` and ``finished``: the pod's own times (the PodScheduled condition's
+  lastTransitionTime; the latest container finishedAt) are whole seconds, the truth lies in
+  the second after them. The recorder takes the earlier of ``now`` and the end of that
+  second: seen live, that is the moment it saw the change (milliseconds late); seen after a
+  restart, the end of the second the pod itself names (at most a second late).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from policy import fields, keys
+from policy.fields import Obj
+from policy.pods import Pod, Submitter
+from policy.quantities import EMPTY, Resources, add
+from records.trace import Phase, Record
+
+
+@dataclass(frozen=True, slots=True)
+class Life:
+    """One managed pod from submission to its end, as recorded."""
+
+    uid: str
+    namespace: str
+    name: str
+    queue: str
+    submitted: float
+    team: str = ""
+    workflow: str = ""
+    workflow_max_running: int | None = None
+    group: str = ""
+    group_size: int = 1
+    submitter: str = ""
+    priority: int = 0
+    requests: Resources = field(default_factory=lambda: EMPTY)
+    released: float | None = None
+    bound: float | None = None
+    node: str = ""
+    finished: float | None = None
+    phase: Phase = Phase.PENDING
+    lost: bool = False
+    """Deleted while the recorder was not watching: ``finished`` is when it noticed."""
+
+    @property
+    def ended(self) -> bool:
+        return self.phase.ended
+
+
+def _seen(own: float, now: float) -> float:
+    """When a change the pod dates to the second ``own`` happened, at the latest."""
+    return min(now, own + 1.0) if own else now
+
+
+def _scheduled_at(status: Obj) -> float:
+    for cond in map(fields.obj, status.get("conditions") or ()):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            return fields.timestamp(cond.get("lastTransitionTime"), "PodScheduled")
+    return 0.0
+
+
+def _finished_at(status: Obj) -> float:
+    latest = 0.0
+    for raw in (*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())):
+        terminated = fields.at(fields.obj(raw), ("state", "terminated"))
+        latest = max(latest, fields.timestamp(terminated.get("finishedAt"), "finishedAt"))
+    return latest
+
+
+def _submitter(annotations: Mapping[str, str]) -> str:
+    raw = annotations.get(keys.SUBMITTER_ANNOTATION)
+    stamp = Submitter.from_annotation(raw) if raw else None
+    return stamp.user if stamp else ""
+
+
+def observe(obj: Obj, now: float, old: Life | None = None) -> Life:
+    """The life of the pod ``obj`` after seeing it as it stands at ``now``.
+
+    Raises ``policy.fields.InvalidObject`` for a pod that cannot be read.
+    """
+    pod = Pod.parse(obj)
+    status = fields.obj(obj.get("status"))
+    annotations = pod.annotations
+    life = old or Life(
+        uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        queue=pod.queue,
+        submitted=pod.created,
+        team=pod.team,
+        workflow=pod.workflow,
+        workflow_max_running=fields.positive_int(annotations.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "")),
+        group=pod.group,
+        group_size=fields.positive_int(annotations.get(keys.GROUP_SIZE_ANNOTATION, "")) or 1,
+        submitter=_submitter(annotations),
+        priority=pod.priority,
+        requests=pod.requests,
+    )
+    if life.ended:
+        return life
+    released, bound, node, finished, phase = life.released, life.bound, life.node, life.finished, life.phase
+    if released is None and not pod.gated:
+        stamp = fields.instant(annotations.get(keys.DISPATCHED_AT_ANNOTATION, ""))
+        released = stamp if stamp is not None and stamp <= now else now
+        released = max(released, life.submitted)
+    if bound is None and pod.node_name and released is not None:
+        bound = max(_seen(_scheduled_at(status), now), released)
+        node = pod.node_name
+    if pod.terminal:
+        start = bound if bound is not None else released if released is not None else life.submitted
+        finished = max(_seen(_finished_at(status), now), start)
+        phase = Phase(pod.phase.value)
+        if released is None:  # terminal without ever being released: it did not run here
+            phase = Phase.DELETED
+    elif released is not None:
+        phase = Phase.RUNNING
+    return replace(life, released=released, bound=bound, node=node, finished=finished, phase=phase)
+
+
+def deleted(life: Life, now: float, *, lost: bool = False) -> Life:
+    """The life of a pod that is gone: ended at ``now`` unless it had already ended."""
+    if life.ended:
+        return life
+    start = max(t for t in (life.submitted, life.released, life.bound) if t is not None)
+    return replace(life, finished=max(now, start), phase=Phase.DELETED, lost=lost)
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+def _key(life: Life) -> str:
+    return f"{life.namespace}/group:{life.group}" if life.group else f"{life.namespace}/{life.name}"
+
+
+def _earliest(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _latest_of_all(values: Iterable[float | None]) -> float | None:
+    """The latest, when every value is present; None when any is missing."""
+    listed = list(values)
+    if not listed or any(v is None for v in listed):
+        return None
+    return max(v for v in listed if v is not None)
+
+
+def _phase(lives: list[Life]) -> Phase:
+    if all(life.ended for life in lives):
+        phases = {life.phase for life in lives}
+        for phase in (Phase.FAILED, Phase.DELETED):
+            if phase in phases and (phase is Phase.FAILED or len(phases) == 1):
+                return phase
+        return Phase.SUCCEEDED if Phase.SUCCEEDED in phases else Phase.DELETED
+    return Phase.RUNNING if any(life.released is not None for life in lives) else Phase.PENDING
+
+
+def workload(lives: list[Life]) -> Record:
+    """The run record of one workload from its pods' lives (one pod, or a pod group)."""
+    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
+    first = lives[0]
+    requests: Resources = EMPTY
+    for life in lives:
+        requests = add(requests, life.requests)
+    released = _earliest(life.released for life in lives)
+    phase = _phase(lives)
+    bound = _latest_of_all(life.bound for life in lives) if released is not None else None
+    finished = _latest_of_all(life.finished for life in lives) if phase.ended else None
+    if phase is not Phase.DELETED and phase.ended and released is None:
+        phase = Phase.DELETED
+    limits = [life.workflow_max_running for life in lives if life.workflow_max_running is not None]
+    return Record(
+        namespace=first.namespace,
+        name=first.name,
+        queue=first.queue,
+        submitted=first.submitted,
+        phase=phase,
+        team=first.team,
+        workflow=first.workflow,
+        workflow_max_running=min(limits) if limits and first.workflow else None,
+        group=first.group,
+        group_size=max(life.group_size for life in lives) if first.group else 1,
+        submitter=first.submitter,
+        priority=max(life.priority for life in lives),
+        requests=requests,
+        released=released,
+        bound=bound,
+        node=next((life.node for life in lives if life.node), ""),
+        finished=finished,
+    )
+
+
+def workloads(lives: Iterable[Life]) -> list[Record]:
+    """The run records of the workloads these pods make up, ordered by submission."""
+    by_key: dict[str, list[Life]] = {}
+    for life in lives:
+        by_key.setdefault(_key(life), []).append(life)
+    records = [workload(group) for group in by_key.values()]
+    records.sort(key=lambda r: (r.submitted, r.key))
+    return records
+
+
+def life_json(life: Life) -> str:
+    """``life`` as the JSON the database keeps."""
+    return json.dumps(
+        {
+            "uid": life.uid, "namespace": life.namespace, "name": life.name, "queue": life.queue,
+            "submitted": life.submitted, "team": life.team, "workflow": life.workflow,
+            "workflowMaxRunning": life.workflow_max_running, "group": life.group,
+            "groupSize": life.group_size, "submitter": life.submitter, "priority": life.priority,
+            "requests": dict(life.requests), "released": life.released, "bound": life.bound,
+            "node": life.node, "finished": life.finished, "phase": life.phase.value, "lost": life.lost,
+        },
+        separators=(",", ":"),
+    )
+
+
+def parse_life(text: str) -> Life:
+    """A life from the database's JSON (``life_json``)."""
+    d = json.loads(text)
+    return Life(
+        uid=d["uid"], namespace=d["namespace"], name=d["name"], queue=d["queue"],
+        submitted=d["submitted"], team=d["team"], workflow=d["workflow"],
+        workflow_max_running=d["workflowMaxRunning"], group=d["group"], group_size=d["groupSize"],
+        submitter=d["submitter"], priority=d["priority"], requests=dict(d["requests"]),
+        released=d["released"], bound=d["bound"], node=d["node"], finished=d["finished"],
+        phase=Phase(d["phase"]), lost=d["lost"],
+    )

@@ -1,0 +1,119 @@
+"""The recorder's pure core: a pod's life as it is seen over time, and the workload records
+(the trace lines) that pods' lives make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy import keys
+from recorder.lives import Life, deleted, life_json, observe, parse_life, workloads
+from records.trace import Phase, parse_record, record_json
+from tests.builders import T0, MakePod, timestamp
+
+
+def stamped(pod: MakePod, *, admitted: float, dispatched: float | None = None) -> dict[str, Any]:
+    obj = pod.admitted(admitted).obj()
+    if dispatched is not None:
+        obj["metadata"]["annotations"][keys.DISPATCHED_AT_ANNOTATION] = (
+            f"{timestamp(T0 + dispatched)[:-1]}.{round((dispatched % 1) * 1e6):06d}Z"
+        )
+    return obj
+
+
+def scheduled(obj: dict[str, Any], at: float) -> dict[str, Any]:
+    obj["status"].setdefault("conditions", []).append(
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": timestamp(T0 + at)}
+    )
+    return obj
+
+
+def terminated(obj: dict[str, Any], at: float) -> dict[str, Any]:
+    obj["status"]["containerStatuses"] = [
+        {"name": "main", "state": {"terminated": {"exitCode": 0, "finishedAt": timestamp(T0 + at)}}}
+    ]
+    return obj
+
+
+def pod(name: str = "p") -> MakePod:
+    return MakePod("ml", name).queue("train").team("vision").gpus(2)
+
+
+def test_a_pod_seen_live_is_dated_by_its_stamps_and_by_when_its_changes_were_seen() -> None:
+    gated = stamped(pod().gated(), admitted=0.25)
+    life = observe(gated, T0 + 0.3)
+    assert (life.submitted, life.released, life.phase) == (T0 + 0.25, None, Phase.PENDING)
+    assert (life.queue, life.team, life.requests) == ("train", "vision", {keys.GPU_RESOURCE: 2000})
+
+    # The controller decided at 10.5 (its stamp); the recorder saw the pod at 10.6.
+    released = stamped(pod().ungated(), admitted=0.25, dispatched=10.5)
+    life = observe(released, T0 + 10.6, life)
+    assert (life.released, life.phase) == (T0 + 10.5, Phase.RUNNING)
+
+    # Bound at 10.7 (the condition says second 10), seen at 10.75: seen live, the moment it was seen.
+    bound = scheduled(stamped(pod().running("gpu-1"), admitted=0.25, dispatched=10.5), at=10)
+    life = observe(bound, T0 + 10.75, life)
+    assert (life.bound, life.node) == (T0 + 10.75, "gpu-1")
+
+    done = terminated(scheduled(stamped(pod().finished(), admitted=0.25, dispatched=10.5), at=10), at=70)
+    done["spec"]["nodeName"] = "gpu-1"
+    life = observe(done, T0 + 70.2, life)
+    assert (life.finished, life.phase) == (T0 + 70.2, Phase.SUCCEEDED)
+    # An ended life is never moved again.
+    assert observe(done, T0 + 500, life) == life
+
+
+def test_a_pod_that_finished_while_the_recorder_was_away_is_dated_by_its_own_times() -> None:
+    """First seen at 900, long after: bound and finished are the end of the seconds the pod
+    names (at most a second late), not the moment the recorder came back."""
+    done = terminated(scheduled(stamped(pod().finished(), admitted=0.5, dispatched=3.25), at=4), at=64)
+    done["spec"]["nodeName"] = "gpu-2"
+    life = observe(done, T0 + 900)
+    times = (life.submitted, life.released, life.bound, life.finished)
+    assert times == (T0 + 0.5, T0 + 3.25, T0 + 5, T0 + 65)
+    assert life.phase is Phase.SUCCEEDED
+
+
+def test_a_release_by_hand_has_no_stamp_and_is_dated_when_seen() -> None:
+    life = observe(stamped(pod().gated(), admitted=0), T0 + 1)
+    life = observe(stamped(pod().ungated(), admitted=0), T0 + 7, life)
+    assert life.released == T0 + 7
+
+
+def test_a_pod_deleted_before_its_end_is_recorded_as_deleted_when_seen_or_when_noticed() -> None:
+    life = observe(stamped(pod().gated(), admitted=0), T0 + 1)
+    gone = deleted(life, T0 + 30)
+    assert (gone.phase, gone.finished, gone.lost) == (Phase.DELETED, T0 + 30, False)
+    lost = deleted(life, T0 + 99, lost=True)
+    assert (lost.phase, lost.finished, lost.lost) == (Phase.DELETED, T0 + 99, True)
+    # A pod that had finished stays as it finished.
+    done = observe(terminated(stamped(pod().finished(), admitted=0, dispatched=1), at=9), T0 + 9.5)
+    assert deleted(done, T0 + 40) == done
+
+
+def test_a_group_makes_one_workload_whose_times_are_its_pods() -> None:
+    """Released with the first pod, bound with the last, finished with the last; requests summed."""
+    a = Life("a", "ml", "g-0", "train", T0, team="vision", group="g", group_size=2,
+             requests={"nvidia.com/gpu": 1000},
+             released=T0 + 5, bound=T0 + 6, node="n1", finished=T0 + 60, phase=Phase.SUCCEEDED)
+    b = Life("b", "ml", "g-1", "train", T0 + 0.1, team="vision", group="g", group_size=2,
+             requests={"nvidia.com/gpu": 1000}, released=T0 + 5, bound=T0 + 7, node="n2", finished=T0 + 61,
+             phase=Phase.SUCCEEDED, priority=5)
+    solo = Life("c", "ml", "solo", "train", T0 + 1, workflow="sweep", workflow_max_running=3)
+    group, single = workloads([b, solo, a])
+    assert (group.key, group.name, group.submitted, group.released, group.bound, group.finished) == (
+        "ml/group:g", "g-0", T0, T0 + 5, T0 + 7, T0 + 61)
+    assert (group.requests, group.priority, group.group_size, group.node, group.phase) == (
+        {"nvidia.com/gpu": 2000}, 5, 2, "n1", Phase.SUCCEEDED)
+    assert (single.key, single.phase, single.workflow, single.workflow_max_running) == (
+        "ml/solo", Phase.PENDING, "sweep", 3)
+    # A group with one pod still running is running.
+    still = workloads([a, Life("b", "ml", "g-1", "train", T0, group="g", released=T0 + 5)])[0]
+    assert (still.phase, still.finished, still.bound) == (Phase.RUNNING, None, None)
+
+
+def test_every_workload_record_is_a_valid_trace_line_and_lives_survive_the_database() -> None:
+    life = observe(terminated(scheduled(stamped(pod().finished(), admitted=0, dispatched=2), at=2), at=30),
+                   T0 + 31)
+    assert parse_life(life_json(life)) == life
+    (record,) = workloads([life])
+    assert parse_record(record_json(record)) == record

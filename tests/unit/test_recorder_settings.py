@@ -1,0 +1,27 @@
+"""``python -m recorder``'s settings: flags, their environment variables, and refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from recorder.settings import Settings, parse
+
+
+def test_defaults_suit_the_statefulset() -> None:
+    settings = parse([], environ={})
+    assert settings == Settings()
+    assert (settings.database, settings.retention_seconds, settings.port) == (
+        "/var/lib/sluicegate/records.db", 90 * 86400.0, 8443)
+
+
+def test_the_environment_sets_defaults_and_a_flag_wins() -> None:
+    settings = parse(["--retention", "36h"], environ={"SLUICEGATE_RETENTION": "7d",
+                                                      "SLUICEGATE_DATABASE": "/data/r.db"})
+    assert (settings.retention_seconds, settings.database) == (36 * 3600.0, "/data/r.db")
+    assert parse([], environ={"SLUICEGATE_RETENTION": "2w"}).retention_seconds == 14 * 86400.0
+
+
+@pytest.mark.parametrize("argv", [["--retention", "forever"], ["--retention", "0"], ["--port", "70000"]])
+def test_nonsense_is_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv, environ={})
