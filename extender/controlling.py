@@ -249,7 +249,7 @@ class GateController:
         waiting, pending_due = self._explain_pending(snapshot, decision, managed, mono)
         unplaceable, placing_due = self._explain_released(managed, mono)
         figures = statuses.figures(snapshot, decision.usage, released)
-        self.reporter.update(figures, waiting, unplaceable, now)
+        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         seconds = time.perf_counter() - started
@@ -298,6 +298,7 @@ class GateController:
 
     def _settled(self, release: Release, outcome: Ungate | None) -> None:
         if outcome is Ungate.RELEASED:
+            self.metrics.releases.labels(release.queue).inc()
             found = self.pods.get(release.uid)
             if found is not None and self.leading():
                 event = conditions.released(found.pod, release.queue, self._wall() - release.created)
@@ -324,7 +325,7 @@ class GateController:
         first_seen: dict[str, float] = {}
         after = self.settings.explain_after_seconds
         due = math.inf
-        for key, reason in waiting.reasons():
+        for key, reason, never in waiting.answers():
             w = pending.get(key)
             if w is None:
                 continue
@@ -334,7 +335,7 @@ class GateController:
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
-                if self.explainer.shows(found, "False", reason.value):
+                if self.explainer.shows(found, "False", reason.value, never=never):
                     continue
                 if mono < first + after:
                     due = min(due, first + after)

@@ -30,6 +30,8 @@ class FakeApi:
     statuses: dict[str, Obj] = field(default_factory=dict)
     failures: list[int] = field(default_factory=list)
     """Statuses to answer the next gate patches with, in order (0: no answer)."""
+    lost: int = 0
+    """How many of the next gate patches to apply and then answer as a lost connection."""
     patches: int = 0
     version: int = 100
 
@@ -97,6 +99,9 @@ class FakeApi:
         self.version += 1
         patched["metadata"]["resourceVersion"] = str(self.version)
         self.pods[key] = patched
+        if self.lost:
+            self.lost -= 1
+            raise Unreachable("a scripted lost answer")
         return copy.deepcopy(patched)
 
 
