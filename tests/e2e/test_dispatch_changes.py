@@ -130,11 +130,11 @@ def test_a_quota_lowered_below_a_pending_pod_says_it_can_never_run_and_raising_i
         assert (held["status"], held["reason"]) == ("False", keys.Reason.QUEUE_QUOTA.value)
         described = scene.kubectl("describe", "pod", "waiting00", "-n", namespace)
         assert never in described, described
-        eventually(lambda: _impossible(sluicegate, queue) == 1, f"sluicegate_impossible_workloads{{queue={queue}}} 1")
+        eventually(lambda: _impossible(sluicegate, queue) == 1, f"{queue}'s impossible workloads: 1")
 
         scene.patch("queues", queue, {"quota": {gpu: "2"}})  # possible again, but full
         scene.wait_condition(namespace, "waiting00", lambda c: c["message"] == full, full)
-        eventually(lambda: _impossible(sluicegate, queue) == 0, f"sluicegate_impossible_workloads{{queue={queue}}} 0")
+        eventually(lambda: _impossible(sluicegate, queue) == 0, f"{queue}'s impossible workloads: 0")
 
         raised = now()  # before the change: the controller may act before kubectl returns
         scene.patch("queues", queue, {"quota": {gpu: "4"}})
