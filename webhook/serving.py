@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from aiohttp import web
-
 from kube.authorizing import AccessReviews
 from kube.cache import Cache
-from kube.connecting import Connection, KubeError
-from process import logs
+from kube.connecting import Connection
+from process.certificates import ReloadingCertificate
+from process.serving import Servers, run
 from process.signals import stopped
 from webhook.application import build_app, operations_app
-from webhook.certificates import ReloadingCertificate
 from webhook.metrics import AdmissionMetrics
 from webhook.settings import Settings, parse
 
@@ -38,20 +35,15 @@ async def serve(settings: Settings) -> None:
     cache = Cache(connection)
     metrics = AdmissionMetrics()
     stopping = asyncio.Event()
-    admission = web.AppRunner(build_app(settings, cache, metrics, AccessReviews(connection)), access_log=None,
-                              shutdown_timeout=settings.shutdown_seconds)
-    operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
-                               shutdown_timeout=settings.shutdown_seconds)
+    servers = Servers(settings.shutdown_seconds)
+    servers.tls(build_app(settings, cache, metrics, AccessReviews(connection)), settings.host, settings.port,
+                certificate)
+    servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
+                  settings.metrics_port)
     cache.start()
-    tasks = [
-        asyncio.create_task(certificate.watch(settings.cert_reload_seconds), name="certificate reload"),
-        asyncio.create_task(_announce_sync(cache), name="announce sync"),
-    ]
+    announcing = asyncio.create_task(_announce_sync(cache), name="announce sync")
     try:
-        await admission.setup()
-        await operations.setup()
-        await web.TCPSite(admission, settings.host, settings.port, ssl_context=certificate.context).start()
-        await web.TCPSite(operations, settings.metrics_host, settings.metrics_port).start()
+        await servers.start(settings.cert_reload_seconds)
         log.info("serving admission on https://%s:%d (/mutate, /validate); probes and metrics on "
                  "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
                  settings.metrics_port, settings.connection.describe())
@@ -61,10 +53,8 @@ async def serve(settings: Settings) -> None:
         stopping.set()
         await asyncio.sleep(settings.drain_seconds)
     finally:
-        for task in tasks:
-            task.cancel()
-        await admission.cleanup()
-        await operations.cleanup()
+        announcing.cancel()
+        await servers.stop()
         await cache.stop()
         await connection.close()
         log.info("stopped")
@@ -72,10 +62,4 @@ async def serve(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse(argv)
-    logs.setup(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(serve(settings))
-    except (KubeError, OSError, ssl.SSLError) as e:
-        log.error("cannot serve: %s", e)
-        return 1
-    return 0
+    return run(lambda: serve(settings), settings.log_level, settings.log_format)
