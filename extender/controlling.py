@@ -135,10 +135,6 @@ class GateController:
         self._clock = clock
         self._wall = wall
         self.queue = Coalescer(settings.debounce_seconds, settings.longest_seconds, clock=clock)
-        self.quiet = asyncio.Event()
-        """Clear from a pod change that may release more until the cycle after it has run: the
-        explanations wait meanwhile, so that the release goes to the API server first."""
-        self.quiet.set()
         self.assumed = Assumptions()
         self.snapshots = SnapshotBuilder(self.assumed)
         self.turns = Turns()
@@ -147,8 +143,7 @@ class GateController:
                                  on_error=metrics.failed, clock=clock)
         self.explainer = Explainer(connection, concurrency=settings.write_concurrency,
                                    identity=leadership.identity, leading=self.leading,
-                                   on_error=metrics.failed, releases_idle=self.releaser.idle,
-                                   dispatch_quiet=self.quiet, wall=wall)
+                                   on_error=metrics.failed, releases_idle=self.releaser.idle, wall=wall)
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
@@ -184,12 +179,10 @@ class GateController:
         starting to run, the condition this controller just wrote)."""
         old, new = change.old, change.new
         if old is None or new is None:
-            self.quiet.clear()
             self.queue.kick()
             return
         assumed = new.uid in self.assumed
         if _facts(old, assumed) != _facts(new, assumed):
-            self.quiet.clear()
             self.queue.kick()
         elif new.condition != old.condition and not self.explainer.expects(new):
             self.queue.kick()  # someone else changed the condition: the next cycle puts it right
@@ -244,7 +237,6 @@ class GateController:
     # --- one cycle ------------------------------------------------------------------------
 
     def cycle(self) -> Decision:
-        self.quiet.set()  # every change so far is seen by this cycle (it does not await)
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
         belongs = self.belongs

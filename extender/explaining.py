@@ -64,7 +64,6 @@ class Explainer:
         leading: Callable[[], bool],
         on_error: Callable[[str, int], None],
         releases_idle: asyncio.Event | None = None,
-        dispatch_quiet: asyncio.Event | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.connection = connection
@@ -76,7 +75,7 @@ class Explainer:
         self._later: OrderedDict[str, Write] = OrderedDict()
         self._written: dict[str, Condition] = {}
         self._ready = asyncio.Event()
-        self._yield_to = [e for e in (releases_idle, dispatch_quiet) if e is not None]
+        self._releases_idle = releases_idle
         self._workers = [asyncio.create_task(self._work(), name=f"explainer {i}") for i in range(concurrency)]
         self.writes = 0
         """Condition writes sent, in all."""
@@ -178,24 +177,20 @@ class Explainer:
                 self._written.pop(uid, None)
 
     async def _yield_to_releases(self, queued: float) -> None:
-        """Let gate removals go first (a drain of a thousand pods is not slowed by their
-        conditions and events, and a freed slot's next release does not queue behind the
-        paperwork of the last one), until the write has waited ``YIELD_SECONDS`` since it was
-        asked for: then it goes. A write waits while removals are in flight
-        (``releases_idle``) and while a change that may release more waits for its cycle
-        (``dispatch_quiet``). On a 2-core machine the API server is the bottleneck, and a
-        release costs one request where its paperwork costs two, so explanations trail a mass
+        """Let gate removals in flight go first (a drain of a thousand pods is not slowed by
+        their conditions and events), until the write has waited ``YIELD_SECONDS`` since it was
+        asked for: then it goes. On a 2-core machine the API server is the bottleneck of a drain, and
+        a release costs one request where its paperwork costs two, so explanations trail a mass
         release by up to half a minute instead of slowing it down threefold."""
-        deadline = queued + YIELD_SECONDS
-        while (busy := next((e for e in self._yield_to if not e.is_set()), None)) is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                async with asyncio.timeout(left):
-                    await busy.wait()
-            except TimeoutError:
-                return
+        idle = self._releases_idle
+        left = queued + YIELD_SECONDS - time.monotonic()
+        if idle is None or idle.is_set() or left <= 0:
+            return
+        try:
+            async with asyncio.timeout(left):
+                await idle.wait()
+        except TimeoutError:
+            pass
 
     async def _send(self, write: Write) -> None:
         now = self._wall()

@@ -30,8 +30,6 @@ class FakeApi:
     statuses: dict[str, Obj] = field(default_factory=dict)
     failures: list[int] = field(default_factory=list)
     """Statuses to answer the next gate patches with, in order (0: no answer)."""
-    writes: list[str] = field(default_factory=list)
-    """Every write, in the order it arrived: ``PATCH /api/v1/namespaces/ns/pods/p/status``."""
     lost: int = 0
     """How many of the next gate patches to apply and then answer as a lost connection."""
     patches: int = 0
@@ -63,8 +61,6 @@ class FakeApi:
     async def request(self, method: str, path: str, *, query: Any = None, body: Any = None,
                       content_type: str = "application/json", timeout: float = 0) -> Obj:
         found = _POD.match(path)
-        if method != "GET":
-            self.writes.append(f"{method} {path}")
         if path.startswith("/apis/events.k8s.io/"):
             self.events.append(body)
             return dict(body)

@@ -1,7 +1,6 @@
 """What the gate controller says and counts beyond releasing: work that can never run under the
-current limits (its condition and its gauge, as a quota is lowered and raised again), the
-release counter, which counts each pod whose gate this replica removed exactly once, and the
-order of the writes (a release before the paperwork of the last one)."""
+current limits (its condition and its gauge, as a quota is lowered and raised again), and the
+release counter, which counts each pod whose gate this replica removed exactly once."""
 
 from __future__ import annotations
 
@@ -11,11 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from extender.managed import ManagedPod
-from kube.reflecting import Change
 from policy.catalog import Catalog
 from policy.limits import NEVER
-from tests.builders import MakePod, MakeQueue, MakeTeam
+from tests.builders import MakeQueue, MakeTeam
 from tests.unit.test_gate_controller import NS, World, gated_pod
 
 
@@ -129,33 +126,3 @@ async def test_a_pod_released_by_someone_else_is_not_counted_as_this_replicas_re
 
     assert world.released() == {"p0"}
     assert not releases(world)
-
-
-def arrived(world: World, pod: MakePod) -> ManagedPod:
-    """A new pod in the cache, announced to the controller as its watch would."""
-    world.api.add(pod.obj())
-    world.cache.sync()
-    found = next(p for p in world.cache.store.values() if p.pod.name == pod.obj()["metadata"]["name"])
-    world.controller.pod_changed(Change("ADDED", found.uid, found.pod.key, None, found))
-    return found
-
-
-async def test_a_change_that_may_release_more_holds_back_the_paperwork_of_the_last_release(
-    world: World,
-) -> None:
-    """A pod arrives while the last release's condition and event wait to be written: they wait
-    until the cycle that sees the pod has run and its gate removal is done, so the release goes
-    to the API server first."""
-    world.submit(gated_pod("p0"))
-    world.controller.cycle()  # p0's release goes out
-    arrived(world, gated_pod("p1", created=1))  # before p0's paperwork: a cycle is due
-    await asyncio.sleep(0.1)
-    assert world.released() == {"p0"}
-    assert world.api.condition(NS, "p0") is None and world.api.events == []
-
-    world.controller.cycle()
-    await world.settle()
-    pods = "/api/v1/namespaces/vision/pods"
-    assert world.api.writes[:3] == [f"PATCH {pods}/p0", f"PATCH {pods}/p1", f"PATCH {pods}/p0/status"]
-    assert world.released() == {"p0", "p1"}
-    assert sorted(e["regarding"]["name"] for e in world.api.events) == ["p0", "p1"]
