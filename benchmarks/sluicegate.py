@@ -145,12 +145,13 @@ class SluicegateSystem:
 def releases_account(counted: float, pods: int) -> Account:
     """The controllers' count of releases must be the run's pods, exactly.
 
-    ``sluicegate_releases_total`` counts the pods whose gate a replica's own patch removed, once
-    per pod however many attempts it took (a patch whose answer was lost is recognised by the
-    release's stamp on the pod; a release decided again after a failed patch, or found done by
-    someone else, is not counted again). Nothing but the controllers releases a benchmark's pods,
-    so fewer means pods they never released (or whose release they lost track of), and more
-    means a pod counted twice: both are wrong.
+    ``sluicegate_releases_total`` counts the pods whose gate a controller process's own patch
+    removed, once per pod: when its watch shows the pod released with the stamp that process's
+    patch carried (so a patch whose answer was lost, or that a lost lead cut short, still
+    counts, and a release decided again after a failed patch does not count twice). Nothing but
+    the controllers releases a benchmark's pods, so fewer means pods they never released (or
+    whose release their watch never showed them), and more means a pod counted twice: both are
+    wrong.
     """
     if counted == pods:
         return Account()

@@ -147,6 +147,9 @@ class GateController:
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
+        self._stamps: dict[str, str] = {}
+        """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
+        the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
         self._first_pending: dict[str, float] = {}
         self._unplaceable_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
@@ -178,6 +181,7 @@ class GateController:
         no explanation (the watch confirming a release this controller assumed, a pod bound or
         starting to run, the condition this controller just wrote)."""
         old, new = change.old, change.new
+        self._count_release(old, new)
         if old is None or new is None:
             self.queue.kick()
             return
@@ -186,6 +190,21 @@ class GateController:
             self.queue.kick()
         elif new.condition != old.condition and not self.explainer.expects(new):
             self.queue.kick()  # someone else changed the condition: the next cycle puts it right
+
+    def _count_release(self, old: ManagedPod | None, new: ManagedPod | None) -> None:
+        """Count a release when the watch shows the gate gone with this process's own stamp on
+        the pod: once per pod, whether the patch's answer arrived, was lost, or was cut short
+        by a lost lead; a pod released by another replica or by hand carries another stamp or
+        none (``sluicegate_releases_total``)."""
+        if new is None:
+            if old is not None:
+                self._stamps.pop(old.uid, None)
+            return
+        if old is None or not old.pod.gated or new.pod.gated:
+            return
+        sent = self._stamps.pop(new.uid, None)
+        if sent is not None and new.pod.annotations.get(keys.DISPATCHED_AT_ANNOTATION) == sent:
+            self.metrics.releases.labels(new.pod.queue).inc()
 
     async def run(self) -> None:
         """Cycle whenever the queue says so, while leading, until cancelled."""
@@ -289,6 +308,7 @@ class GateController:
         pod = found.pod
         if not self.assumed.assume(pod.uid, mono):
             return
+        self._stamps[pod.uid] = stamp[keys.DISPATCHED_AT_ANNOTATION]
         workload = w.key if w is not None else f"{pod.namespace}/group:{pod.group}"
         self.releaser.submit(Release(
             uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=workload,
@@ -298,7 +318,6 @@ class GateController:
 
     def _settled(self, release: Release, outcome: Ungate | None) -> None:
         if outcome is Ungate.RELEASED:
-            self.metrics.releases.labels(release.queue).inc()
             found = self.pods.get(release.uid)
             if found is not None and self.leading():
                 event = conditions.released(found.pod, release.queue, self._wall() - release.created)

@@ -76,9 +76,10 @@ class ControllerMetrics:
                               "From a workload's creation to its release, by queue", ["queue"],
                               buckets=WAIT_BUCKETS, registry=r)
         self.releases = Counter("sluicegate_releases",
-                                "Pods whose gate this replica removed, by queue: each once, however many "
-                                "attempts its patch took (a release decided again after a failed patch, "
-                                "or found done by someone else, is not counted again)", ["queue"],
+                                "Pods whose gate this process removed, by queue: counted once when the "
+                                "watch shows the pod released with the stamp of this process's own patch "
+                                "(however many attempts it took; not a pod released by another replica "
+                                "or by hand)", ["queue"],
                                 registry=r)
         self.cycle = Histogram("sluicegate_dispatch_cycle_seconds",
                                "Time of one dispatch cycle: snapshot, decision, handing out the writes",

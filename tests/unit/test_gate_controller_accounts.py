@@ -24,6 +24,7 @@ def quota_of(gpus: int) -> Catalog:
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
     made = World(quota_of(2))
+    made.cache.listeners.append(made.controller.pod_changed)  # the watch tells the controller
     yield made
     await made.controller.stop()
 
@@ -96,7 +97,8 @@ async def test_a_team_quota_too_small_for_a_pod_counts_it_as_impossible_in_its_q
 
 async def test_a_release_whose_answer_was_lost_is_counted_once(world: World) -> None:
     """The patch landed, the answer did not: the retry finds the gate gone with this release's
-    own stamp on the pod, so the release is this replica's, counted once and explained."""
+    own stamp on the pod, so the release is this replica's: explained, and counted once when
+    the watch shows it."""
     world.api.lost = 1
     world.submit(gated_pod("p0"))
     await cycle(world)
@@ -122,7 +124,26 @@ async def test_a_pod_released_by_someone_else_is_not_counted_as_this_replicas_re
     del world.api.pod(NS, "p0")["spec"]["schedulingGates"]  # break glass, not yet in the cache
     world.controller.cycle()
     await world.settle()
-    await asyncio.sleep(0)
+    world.cache.sync()
 
     assert world.released() == {"p0"}
     assert not releases(world)
+
+
+async def test_a_release_cut_short_by_a_lost_lead_is_counted_when_the_watch_shows_it(world: World) -> None:
+    """The patch landed but its answer came after the lead was lost (the task was cancelled):
+    the watch shows the pod released with this process's stamp, so it is counted, once."""
+    world.api.slow = 0.5
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await asyncio.sleep(0.05)  # applied, not yet answered
+    world.leader.leading = False
+    world.controller.leadership_changed(False)
+    await cycle(world)
+
+    assert world.released() == {"p0"}
+    assert releases(world) == 1
+    world.leader.leading = True
+    world.controller.leadership_changed(True)
+    await cycle(world)
+    assert releases(world) == 1
