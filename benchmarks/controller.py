@@ -1,7 +1,7 @@
 """The gate controller on a fresh local control plane, against the bare ungater in the same run.
 
     .venv/bin/python -m benchmarks.controller [--nodes 16] [--gpus 8] [--cap 20] [--limited 300]
-        [--burst 300] [--drain 1000] [--json PATH]
+        [--burst 300] [--drain 1000] [--json PATH] [--profile DIR]
 
 Sluicegate runs as ``make up`` runs it (the webhook and one controller, each as its own
 ServiceAccount); the auditor records every pod. Each phase runs twice on the same cluster: with
@@ -54,6 +54,7 @@ from audit.naming import SLUICEGATE
 from audit.recording import Recorder
 from audit.records import Record
 from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
+from benchmarks.profiling import Profiles
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import NAMESPACE
@@ -78,6 +79,8 @@ class Bench:
         self.pid = pid  # the controller's process
         self.metrics_port = metrics_port
         self.ungater_kubeconfig = Path()
+        self.profile: Path | None = None
+        """A directory: sample the controller with py-spy during phase 1 (``--profile``)."""
 
     async def admin_object(self, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
         await self.connection.create(f"/apis/{keys.GROUP}/v1alpha1/{plural}",
@@ -152,7 +155,17 @@ class Bench:
         await self.admin_object("queues", "Queue", queue, {"maxRunning": cap})
         load = Load(pods=pods, queues=(queue,), teams=(team,), gpus=1, seconds=1.0, run=run)
         say(f"phase 1: {pods} 1-GPU pods of 1 s into a queue of maxRunning {cap}")
-        record = await self._measured(load, Limits(queues={queue: Cap(running=cap)}))
+        profiles = Profiles(self.profile, "limited") if self.profile is not None else None
+        if profiles is not None:
+            for problem in profiles.start({"controller": self.pid}):
+                say(problem)
+        try:
+            record = await self._measured(load, Limits(queues={queue: Cap(running=cap)}))
+        finally:
+            if profiles is not None:
+                profiles.stop()
+                for role, folded in profiles.files.items():
+                    say(f"phase 1 profile of the {role}: {folded} (python -m benchmarks.profiling {folded})")
         say(f"phase 1, bare ungater: the same, at most {cap} running")
         bare = await self.ungater(pods, gpus=1, seconds=1.0, cap=cap, first=True)
         return {**record.figures, "freed": _latency(freed_to_release(record.record)),
@@ -284,6 +297,7 @@ async def run(cluster: LocalCluster, args: argparse.Namespace, tmp: Path) -> dic
         state = json.loads((cluster.layout.root / "sluicegate.json").read_text())
         bench = Bench(connection, admin, schema["metadata"]["name"], state["pids"]["controller"],
                       state["ports"]["controller"]["metrics"])
+        bench.profile = args.profile
         ungater = await provision(connection, "bench-ungater")
         bench.ungater_kubeconfig = ungater.credentials.write_kubeconfig(tmp / "ungater.kubeconfig")
         figures: dict[str, Any] = {"nodes": args.nodes, "gpusPerNode": args.gpus}
@@ -333,6 +347,8 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=300, help="pods of phase 2")
     parser.add_argument("--drain", type=int, default=1000, help="pods of phase 3")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--profile", type=Path, help="sample the controller with py-spy during phase 1, "
+                        "into this directory (the figures of such a run carry the sampling's cost)")
     args = parser.parse_args()
     say(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
         f"load average {os.getloadavg()[0]:.1f}")

@@ -180,6 +180,9 @@ class GateController:
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
+        self._stamps: dict[str, str] = {}
+        """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
+        the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
         self._first_pending: dict[str, float] = {}
         self._unplaceable_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
@@ -215,6 +218,7 @@ class GateController:
         old, new = change.old, change.new
         if new is not None:
             self.freezer.changed()
+        self._count_release(old, new)
         if old is None or new is None:
             self.queue.kick()
             return
@@ -223,6 +227,21 @@ class GateController:
             self.queue.kick()
         elif new.condition != old.condition and not self.explainer.expects(new):
             self.queue.kick()  # someone else changed the condition: the next cycle puts it right
+
+    def _count_release(self, old: ManagedPod | None, new: ManagedPod | None) -> None:
+        """Count a release when the watch shows the gate gone with this process's own stamp on
+        the pod: once per pod, whether the patch's answer arrived, was lost, or was cut short
+        by a lost lead; a pod released by another replica or by hand carries another stamp or
+        none (``sluicegate_releases_total``)."""
+        if new is None:
+            if old is not None:
+                self._stamps.pop(old.uid, None)
+            return
+        if old is None or not old.pod.gated or new.pod.gated:
+            return
+        sent = self._stamps.pop(new.uid, None)
+        if sent is not None and new.pod.annotations.get(keys.DISPATCHED_AT_ANNOTATION) == sent:
+            self.metrics.releases.labels(new.pod.queue).inc()
 
     async def run(self) -> None:
         """Cycle whenever the queue says so, while leading, until cancelled."""
@@ -304,7 +323,7 @@ class GateController:
         yield from self.explainer.confirming(managed)
         waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
         unplaceable, placing_due = yield from self._explain_released(managed, mono)
-        self.reporter.update(figures, waiting, unplaceable, now)
+        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         self.freezer.after_cycle(len(managed))
@@ -345,6 +364,7 @@ class GateController:
         pod = found.pod
         if not self.assumed.assume(pod.uid, mono):
             return
+        self._stamps[pod.uid] = stamp[keys.DISPATCHED_AT_ANNOTATION]
         workload = w.key if w is not None else f"{pod.namespace}/group:{pod.group}"
         self.releaser.submit(Release(
             uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=workload,
@@ -380,7 +400,7 @@ class GateController:
         first_seen: dict[str, float] = {}
         after = self.settings.explain_after_seconds
         due = math.inf
-        for n, (key, reason) in enumerate(waiting.reasons()):
+        for n, (key, reason, never) in enumerate(waiting.answers()):
             if n % FEW == 0:
                 yield None
             w = pending.get(key)
@@ -392,7 +412,7 @@ class GateController:
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
-                if self.explainer.shows(found, "False", reason.value):
+                if self.explainer.shows(found, "False", reason.value, never=never):
                     continue
                 if mono < first + after:
                     due = min(due, first + after)

@@ -33,6 +33,7 @@ from extender.pacing import Steps, batches, run_through
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
 from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
+from policy.limits import NEVER
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,14 @@ class Explainer:
         self._ready.set()
         return True
 
-    def shows(self, managed: ManagedPod, status: str, reason: str) -> bool:
+    def shows(self, managed: ManagedPod, status: str, reason: str, *, never: bool = False) -> bool:
         """The condition, as it is or will be, has this status and reason (a cheap test, for
-        the many pods a cycle finds as they should be)."""
+        the many pods a cycle finds as they should be), and says the pod can never run exactly
+        when ``never`` does (the reason alone does not tell a full quota from one exceeded)."""
         written = self._written.get(managed.uid)
-        if written is not None:
-            return written.status == status and written.reason == reason
-        found = managed.condition
-        return found is not None and found.status == status and found.reason == reason
+        found = written if written is not None else managed.condition
+        return (found is not None and found.status == status and found.reason == reason
+                and found.message.startswith(NEVER) == never)
 
     def shows_dispatched(self, managed: ManagedPod) -> bool:
         """The condition, as it is or will be, is True and does not say "waiting for Kubernetes"."""

@@ -56,6 +56,10 @@ class ControllerMetrics:
                                   ["queue"])
         self.queue_waiting = gauge("sluicegate_queue_waiting_workloads",
                                    "Pending workloads by queue and the reason they wait", ["queue", "reason"])
+        self.queue_impossible = gauge("sluicegate_impossible_workloads",
+                                      "Pending workloads that can never run under the current limits "
+                                      "(each asks for more than a quota allows by itself), by queue",
+                                      ["queue"])
         self.team_pending = gauge("sluicegate_team_pending_workloads", "Pending workloads, by team", ["team"])
         self.team_running = gauge("sluicegate_team_running_workloads", "Running workloads, by team", ["team"])
         self.team_usage = gauge("sluicegate_team_usage",
@@ -72,7 +76,11 @@ class ControllerMetrics:
                               "From a workload's creation to its release, by queue", ["queue"],
                               buckets=WAIT_BUCKETS, registry=r)
         self.releases = Counter("sluicegate_releases",
-                                "Workloads released (dispatched), by queue", ["queue"], registry=r)
+                                "Pods whose gate this process removed, by queue: counted once when the "
+                                "watch shows the pod released with the stamp of this process's own patch "
+                                "(however many attempts it took; not a pod released by another replica "
+                                "or by hand)", ["queue"],
+                                registry=r)
         self.cycle = Histogram("sluicegate_dispatch_cycle_seconds",
                                "Time of one dispatch cycle: snapshot, decision, handing out the writes",
                                buckets=CYCLE_BUCKETS, registry=r)
@@ -91,5 +99,5 @@ class ControllerMetrics:
         self.api_errors.labels(operation if operation in OPERATIONS else "other").inc()
 
     def released(self, queue: str, waited: float) -> None:
-        self.releases.labels(queue).inc()
+        """A workload was decided for release after waiting ``waited`` seconds."""
         self.wait.labels(queue).observe(max(0.0, waited))

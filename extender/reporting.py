@@ -58,7 +58,7 @@ class Reporter:
     # --- gauges ---------------------------------------------------------------------------
 
     def update(self, figures: Figures, waiting: Mapping[tuple[str, str], int], unplaceable: Counter[str],
-               now: float) -> None:
+               now: float, impossible: Mapping[str, int]) -> None:
         self._figures = figures
         m = self.metrics
         tally = figures.tally
@@ -69,6 +69,8 @@ class Reporter:
         m.queue_oldest.replace({(q,): 0.0 if u.oldest_pending is None else max(0.0, now - u.oldest_pending)
                                 for q, u in tally.queues.items()})
         m.queue_waiting.replace({labels: float(n) for labels, n in waiting.items()})
+        m.queue_impossible.replace({(q,): impossible.get(q, 0)
+                                   for q in {*figures.queue_status, *tally.queues, *impossible}})
         teams = set(tally.teams) | set(figures.teams) | set(figures.team_status)
         m.team_pending.replace({(t,): figures.teams[t].pending if t in figures.teams else 0 for t in teams})
         m.team_running.replace({(t,): tally.team(t).running for t in teams})

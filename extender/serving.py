@@ -12,12 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Final
-
-from aiohttp import web
 
 from extender.application import extender_app, operations_app
 from extender.controlling import GateController
@@ -25,12 +22,13 @@ from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
 from extender.metrics import ControllerMetrics
 from extender.settings import Settings, parse
 from kube.cache import Cache
-from kube.connecting import Connection, KubeError
+from kube.connecting import Connection
 from kube.leasing import Elector
 from kube.resources import PODS
-from process import catalogs, logs
+from process import catalogs
+from process.certificates import ReloadingCertificate
+from process.serving import Servers, run
 from process.signals import stopped
-from webhook.certificates import ReloadingCertificate
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +57,13 @@ async def serve(settings: Settings) -> None:
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
     stopping = asyncio.Event()
-    runners = [web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
-                             shutdown_timeout=settings.shutdown_seconds)]
-    scheduling = extender_app(settings, cache, metrics.registry) if settings.extender else None
-    certificate = None
-    if scheduling is not None:
+    servers = Servers(settings.shutdown_seconds)
+    servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
+                  settings.metrics_port)
+    if settings.extender:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
-        runners.append(web.AppRunner(scheduling, access_log=None, shutdown_timeout=settings.shutdown_seconds))
+        servers.tls(extender_app(settings, cache, metrics.registry), settings.host, settings.port,
+                    certificate)
     cache.start()
     dispatching = asyncio.create_task(_after_sync(cache, controller.run), name="dispatch")
     lasting = [  # tasks that run until the process stops
@@ -73,17 +71,10 @@ async def serve(settings: Settings) -> None:
         asyncio.create_task(_after_sync(cache, elector.run), name="leader election"),
         asyncio.create_task(controller.reporter.run(), name="status"),
     ]
-    if certificate is not None:
-        reload = certificate.watch(settings.cert_reload_seconds)
-        lasting.append(asyncio.create_task(reload, name="certificate"))
     tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
     try:
-        for runner in runners:
-            await runner.setup()
-        await web.TCPSite(runners[0], settings.metrics_host, settings.metrics_port).start()
-        if certificate is not None:
-            site = web.TCPSite(runners[1], settings.host, settings.port, ssl_context=certificate.context)
-            await site.start()
+        await servers.start(settings.cert_reload_seconds)
+        if settings.extender:
             log.info("serving the scheduler extender on https://%s:%d", settings.host, settings.port)
         else:
             log.info("the scheduler extender is off (--no-extender): running the gate controller alone")
@@ -103,8 +94,7 @@ async def serve(settings: Settings) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for runner in runners:
-            await runner.cleanup()
+        await servers.stop()
         await cache.stop()
         await connection.close()
         log.info("stopped")
@@ -133,13 +123,7 @@ async def _until_stopped(tasks: list[asyncio.Task[None]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse(argv)
-    logs.setup(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(serve(settings))
-    except (KubeError, OSError, ssl.SSLError) as e:
-        log.error("cannot run: %s", e)
-        return 1
-    return 0
+    return run(lambda: serve(settings), settings.log_level, settings.log_format)
 
 
 def _team_of(cache: Cache, namespace: str) -> str | None:

@@ -99,6 +99,13 @@ def _has_annotations(pod: JSON) -> bool:
     return isinstance(meta, dict) and isinstance(meta.get("annotations"), dict)
 
 
+def _carries(pod: JSON, stamp: Mapping[str, str]) -> bool:
+    """Whether the pod carries every annotation of ``stamp`` (a release's own, to the microsecond)."""
+    meta = pod.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    return bool(stamp) and isinstance(notes, dict) and all(notes.get(k) == v for k, v in stamp.items())
+
+
 async def remove_gate(
     connection: Connection,
     namespace: str,
@@ -111,14 +118,18 @@ async def remove_gate(
     """Remove Sluicegate's gate from the pod, if its gate list is still ``gates``.
 
     When the test fails, the pod is read once and the patch rebuilt from what it carries now:
-    a pod without the gate was released by someone else (``ALREADY``). Raises ``ApiError`` or
-    ``Unreachable`` for failures worth retrying later (throttling, the server's trouble).
+    a pod without the gate was released by someone else (``ALREADY``), unless it carries this
+    release's own ``stamp``: then an earlier attempt whose answer was lost removed it
+    (``RELEASED``: the caller counts each of its releases once, whatever the network did).
+    Raises ``ApiError`` or ``Unreachable`` for failures worth retrying later (throttling, the
+    server's trouble).
     """
     path = PODS.path(name, namespace=namespace)
     current = list(gates)
+    stamped = False
     for _ in range(TEST_ATTEMPTS):
         if keys.GATE not in current:
-            return Ungate.ALREADY
+            return Ungate.RELEASED if stamped else Ungate.ALREADY
         try:
             await connection.request("PATCH", path, body=release_patch(current, stamp, has_annotations),
                                      content_type=JSON_PATCH)
@@ -136,6 +147,7 @@ async def remove_gate(
                 return Ungate.GONE
             raise
         current, has_annotations = _gates_of(pod), _has_annotations(pod)
+        stamped = _carries(pod, stamp)
     return Ungate.CHANGING
 
 

@@ -19,11 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from policy.keys import Reason
 from policy.model import Policy, Queue, Snapshot, Team, Workload
 from policy.quantities import EMPTY, Resources, exceeded, format_amount
 from policy.usage import Ledger
+
+# How the message of work that can never run begins. Its reason is the quota's own
+# (``QueueQuota``, ...), the same as for work that waits for that quota to free, so this is what
+# tells the two apart on a pod's condition (the list of reasons is public and fixed).
+NEVER: Final = "can never run under the current limits: "
 
 QUEUE_REASONS = frozenset({Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA})
 SHARED_REASONS = frozenset(
@@ -95,7 +101,7 @@ class Never:
     def message(self) -> str:
         name = self.resource
         return (
-            f"can never run under the current limits: needs {format_amount(self.need, name)} "
+            f"{NEVER}needs {format_amount(self.need, name)} "
             f"{name}; {self.scope} quota is {format_amount(self.cap, name)}"
         )
 

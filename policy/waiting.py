@@ -113,25 +113,34 @@ class Waiting(Mapping[str, Wait]):
         return self._cause(w, self._lines[w.queue])[0]
 
     def reasons(self) -> Iterator[tuple[str, Reason]]:
-        """``(key, reason)`` for every waiting workload, in no particular order.
+        """``(key, reason)`` for every waiting workload, in no particular order."""
+        for key, reason, _ in self.answers():
+            yield key, reason
 
-        What a controller compares with each pod's condition to find the few it must rewrite;
-        it needs neither messages nor positions, so no queue is sorted for it.
+    def answers(self) -> Iterator[tuple[str, Reason, bool]]:
+        """``(key, reason, never)`` for every waiting workload, in no particular order; ``never``
+        says the workload can never run under the current limits (its message says so).
+
+        What a controller compares with each pod's condition to find the few it must rewrite:
+        the reason alone does not tell a quota that is full from a quota the workload exceeds
+        by itself (both read ``QueueQuota``), so ``never`` comes with it. It needs neither
+        messages nor positions, so no queue is sorted for it.
         """
         cause = self._cause
         for line in self._lines.values():
             released = line.released
             uniform = self._uniform_for(line)
-            every = uniform is not None and self._all_possible(line)
+            every = self._all_possible(line)
             possible = self._possible
             for w in line.order:
                 key = w.key
                 if key in released:
                     continue
-                if uniform is not None and _queue_answers_for(w) and (every or possible(w, line)):
-                    yield key, uniform[0]
+                never = not every and not w.surplus and not possible(w, line)
+                if uniform is not None and _queue_answers_for(w) and not never:
+                    yield key, uniform[0], False
                 else:
-                    yield key, cause(w, line)[0]
+                    yield key, cause(w, line)[0], never
 
     def impossible(self) -> Mapping[str, int]:
         """Queue -> how many of its waiting workloads can never run under the current limits

@@ -9,14 +9,16 @@ them only when ``sync()`` is called, so a test decides how far the watch lags.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.managed import ManagedPod, managed_pod
 from kube.connecting import ApiError, Unreachable
+from kube.reflecting import Change
 from policy.patching import PatchError, apply
 
 Obj = dict[str, Any]
@@ -30,6 +32,10 @@ class FakeApi:
     statuses: dict[str, Obj] = field(default_factory=dict)
     failures: list[int] = field(default_factory=list)
     """Statuses to answer the next gate patches with, in order (0: no answer)."""
+    lost: int = 0
+    slow: float = 0.0
+    """Seconds a gate patch, once applied, waits before it answers."""
+    """How many of the next gate patches to apply and then answer as a lost connection."""
     patches: int = 0
     version: int = 100
 
@@ -97,6 +103,11 @@ class FakeApi:
         self.version += 1
         patched["metadata"]["resourceVersion"] = str(self.version)
         self.pods[key] = patched
+        if self.slow:
+            await asyncio.sleep(self.slow)
+        if self.lost:
+            self.lost -= 1
+            raise Unreachable("a scripted lost answer")
         return copy.deepcopy(patched)
 
 
@@ -108,8 +119,11 @@ class PodCache:
     store: dict[str, ManagedPod] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     resource_version: str = ""
+    listeners: list[Callable[[Change[ManagedPod]], None]] = field(default_factory=list)
+    """Told of each change a ``sync`` finds, as the reflector tells its listeners."""
 
     def sync(self) -> None:
+        before, versions = dict(self.store), dict(self.versions)
         self.store.clear()
         self.versions.clear()
         for obj in self.api.pods.values():
@@ -119,6 +133,17 @@ class PodCache:
             self.store[uid] = managed_pod(obj)
             self.versions[uid] = obj["metadata"]["resourceVersion"]
         self.resource_version = str(self.api.version)
+        changes = [Change("DELETED", uid, old.key, old, None) for uid, old in before.items()
+                   if uid not in self.store]
+        for uid, new in self.store.items():
+            old = before.get(uid)
+            if old is None:
+                changes.append(Change("ADDED", uid, new.key, None, new))
+            elif versions.get(uid) != self.versions[uid] or old != new:
+                changes.append(Change("MODIFIED", uid, new.key, old, new))
+        for change in changes:
+            for listener in self.listeners:
+                listener(change)
 
     def items(self) -> Iterator[tuple[str, ManagedPod]]:
         return iter(list(self.store.items()))

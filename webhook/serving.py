@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from aiohttp import web
-
 from kube.authorizing import AccessReviews
 from kube.cache import Cache
-from kube.connecting import Connection, KubeError
-from process import catalogs, logs
+from kube.connecting import Connection
+from process import catalogs
+from process.certificates import ReloadingCertificate
+from process.serving import Servers, run
 from process.signals import stopped
 from webhook.application import build_app, operations_app
-from webhook.certificates import ReloadingCertificate
-from webhook.connections import ConnectionLimit
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators
 from webhook.settings import Settings, parse
@@ -42,24 +39,15 @@ async def serve(settings: Settings) -> None:
     metrics = AdmissionMetrics()
     catalogs.register(metrics.registry, cache.catalog)
     stopping = asyncio.Event()
-    app = build_app(settings, cache, metrics, AccessReviews(connection), owners)
-    admission = web.AppRunner(app, access_log=None, shutdown_timeout=settings.shutdown_seconds)
-    operations = web.AppRunner(operations_app(cache, metrics.registry, stopping), access_log=None,
-                               shutdown_timeout=settings.shutdown_seconds)
+    servers = Servers(settings.shutdown_seconds)
+    servers.tls(build_app(settings, cache, metrics, AccessReviews(connection), owners), settings.host,
+                settings.port, certificate, connections=settings.max_connections)
+    servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
+                  settings.metrics_port)
     cache.start()
-    listener: asyncio.Server | None = None
-    tasks = [
-        asyncio.create_task(certificate.watch(settings.cert_reload_seconds), name="certificate reload"),
-        asyncio.create_task(_announce_sync(cache), name="announce sync"),
-    ]
+    announcing = asyncio.create_task(_announce_sync(cache), name="announce sync")
     try:
-        await admission.setup()
-        await operations.setup()
-        handler = admission.server
-        assert handler is not None, "AppRunner.setup() makes the server"
-        limit = ConnectionLimit(handler, certificate.context, settings.max_connections)
-        listener = await asyncio.get_running_loop().create_server(limit, settings.host, settings.port)
-        await web.TCPSite(operations, settings.metrics_host, settings.metrics_port).start()
+        await servers.start(settings.cert_reload_seconds)
         log.info("serving admission on https://%s:%d (/mutate, /validate); probes and metrics on "
                  "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
                  settings.metrics_port, settings.connection.describe())
@@ -69,12 +57,8 @@ async def serve(settings: Settings) -> None:
         stopping.set()
         await asyncio.sleep(settings.drain_seconds)
     finally:
-        for task in tasks:
-            task.cancel()
-        if listener is not None:
-            listener.close()
-        await admission.cleanup()
-        await operations.cleanup()
+        announcing.cancel()
+        await servers.stop()
         await cache.stop()
         await connection.close()
         log.info("stopped")
@@ -82,10 +66,4 @@ async def serve(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse(argv)
-    logs.setup(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(serve(settings))
-    except (KubeError, OSError, ssl.SSLError) as e:
-        log.error("cannot serve: %s", e)
-        return 1
-    return 0
+    return run(lambda: serve(settings), settings.log_level, settings.log_format)

@@ -4,13 +4,19 @@ instants of each change are taken on the recorder's own clock."""
 
 from __future__ import annotations
 
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
 from audit.checking import lost, released_twice, running_at
 from audit.connection import Credentials
 from audit.recording import recording
 from audit.records import Kind, Record
+from controlplane.deploying import LocalSluicegate
 from policy import keys
+from policy.limits import NEVER
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene, first, now, releases
+from tests.e2e.scenes import Scene, first, now, only, releases
 
 DRAIN_SECONDS = 120.0
 
@@ -83,3 +89,61 @@ def test_lowering_a_limit_never_evicts_and_raising_it_releases_at_once(
     assert max(len(running_at(record, first(record, p, Kind.UNGATED).at)) for p in after) == 3
     _never_evicted(record)
     assert lost(record) == [] and released_twice(record) == []
+
+
+def _impossible(sluicegate: LocalSluicegate, queue: str) -> float:
+    """``sluicegate_impossible_workloads`` of ``queue`` as the leading controller exports it
+    (a standby exports no per-queue series)."""
+    found = 0.0
+    for service in sluicegate.services:
+        if service.module != "extender":
+            continue
+        port = sluicegate.port(service.name, "metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "sluicegate_impossible_workloads" and sample.labels.get("queue") == queue:
+                    found = max(found, sample.value)
+    return found
+
+
+def test_a_quota_lowered_below_a_pending_pod_says_it_can_never_run_and_raising_it_releases_it(
+    scene: Scene, credentials: Credentials, sluicegate: LocalSluicegate
+) -> None:
+    """The reason stays ``QueueQuota`` throughout (full, then exceeded by the pod alone, then
+    full again): the condition must still follow, and never lie that the pod can never run."""
+    gpu = keys.GPU_RESOURCE
+    team = scene.team("vision")
+    queue = scene.queue("train", quota={gpu: "2"})
+    namespace = scene.namespace(team)
+    with recording(credentials, selector=scene.selector) as recorder:
+        scene.pods(namespace, queue, 1, prefix="running", gpus=2, seconds=300)  # outlasts the test
+        recorder.wait(lambda t: t.released >= 1, DRAIN_SECONDS)
+        scene.pods(namespace, queue, 1, prefix="waiting", gpus=2, seconds=1)
+        full = f"queue {queue}: 2/2 {gpu} in use, needs 2"
+        scene.wait_condition(namespace, "waiting00", lambda c: c["message"] == full, full)
+
+        scene.patch("queues", queue, {"quota": {gpu: "1"}})
+        never = f"{NEVER}needs 2 {gpu}; queue {queue} quota is 1"
+        held = scene.wait_condition(namespace, "waiting00", lambda c: c["message"] == never, never)
+        assert (held["status"], held["reason"]) == ("False", keys.Reason.QUEUE_QUOTA.value)
+        described = scene.kubectl("describe", "pod", "waiting00", "-n", namespace)
+        assert never in described, described
+        eventually(lambda: _impossible(sluicegate, queue) == 1, f"{queue}'s impossible workloads: 1")
+
+        scene.patch("queues", queue, {"quota": {gpu: "2"}})  # possible again, but full
+        scene.wait_condition(namespace, "waiting00", lambda c: c["message"] == full, full)
+        eventually(lambda: _impossible(sluicegate, queue) == 0, f"{queue}'s impossible workloads: 0")
+
+        raised = now()  # before the change: the controller may act before kubectl returns
+        scene.patch("queues", queue, {"quota": {gpu: "4"}})
+        recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
+        record = recorder.snapshot()
+
+    waiting, running = only(record, namespace, "waiting00"), only(record, namespace, "running00")
+    released_at = first(record, waiting, Kind.UNGATED).at
+    assert released_at > raised
+    assert running.uid in running_at(record, released_at)  # released at once, beside the running pod
+    assert Kind.DELETED not in record.kinds(running.uid)
+    assert released_twice(record) == []

@@ -16,11 +16,11 @@ from aiohttp import web
 from certs.issuing import issue
 from controlplane.deploying import LocalSluicegate
 from policy import keys
+from process.certificates import server_context
 from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, gpu_pod
 from tests.webhook_builders import ServedApp
-from webhook.certificates import server_context
 
 # The gate controller runs beside the webhook in these tests; queues that dispatch nothing keep
 # every admitted pod gated, so what admission wrote can be read back as it left it.

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from policy.dispatching import Decision, Turns, dispatch
 from policy.keys import Reason
+from policy.limits import NEVER
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Workload
 from policy.ordering import in_queue_order
 from policy.usage import tally
@@ -57,6 +58,9 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
         del waiting[w.key]
     assert set(decision.waiting) == set(waiting)
     assert dict(decision.waiting.reasons()) == {k: w.reason for k, w in decision.waiting.items()}
+    # What a controller compares with a pod's condition tells a full quota from one exceeded.
+    assert {k: (r, n) for k, r, n in decision.waiting.answers()} == {
+        k: (w.reason, w.message.startswith(NEVER)) for k, w in decision.waiting.items()}
     assert all(decision.waiting[k] == w for k, w in decision.waiting.items())
     impossible: dict[str, int] = {}
     for key, wait in decision.waiting.items():

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from certs.issuing import issue
 from policy.reviews import POD
+from process.certificates import server_context
 from tests.admission_builders import make_namespace, make_pod, vision_catalog
 from tests.webhook_builders import CONTROLLER, FixedSource, ServedApp, review
 from webhook.application import build_app
-from webhook.certificates import server_context
 from webhook.settings import Settings
 
 

@@ -16,7 +16,8 @@ from benchmarks import counting, profiling, reporting, results
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.running import Measured, check
 from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
-from benchmarks.systems import Setup, queue_limits
+from benchmarks.sluicegate import releases_account
+from benchmarks.systems import Account, Setup, queue_limits
 from tests.audit_stories import Story
 
 # --- scenarios ------------------------------------------------------------------------------
@@ -140,6 +141,15 @@ def test_fewer_requests_from_the_system_than_pods_means_it_did_not_release_them_
     problems = check(Checked(queue_limits(SETUP)), SETUP, measured(story, requests=2.0))
     assert problems == ["the API server counted 2 requests from sluicegate for 3 pods: it cannot have "
                         "released them itself"]
+
+
+def test_sluicegates_release_count_must_be_the_pods_exactly_neither_fewer_nor_more() -> None:
+    assert releases_account(1000, 1000) == Account()
+    fewer, more = releases_account(999, 1000), releases_account(1001, 1000)
+    assert fewer.problems == ("Sluicegate's controllers count 999 releases (sluicegate_releases_total) "
+                              "for 1000 pods",)
+    assert more.problems == ("Sluicegate's controllers count 1001 releases (sluicegate_releases_total) "
+                             "for 1000 pods",)
 
 
 # --- saved runs and the report --------------------------------------------------------------

@@ -13,10 +13,10 @@ import pytest
 from cryptography import x509
 
 from certs.issuing import WebhookFiles, issue
+from process.certificates import ReloadingCertificate
 from tests.admission_builders import vision_catalog
 from tests.webhook_builders import CONTROLLER, FixedSource, ServedApp
 from webhook.application import build_app
-from webhook.certificates import ReloadingCertificate
 from webhook.settings import Settings
 
 

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from certs.issuing import WebhookFiles, issue
-from webhook.certificates import server_context
-from webhook.connections import ConnectionLimit
+from process.certificates import server_context
+from process.connections import ConnectionLimit
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 

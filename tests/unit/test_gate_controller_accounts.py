@@ -1,0 +1,149 @@
+"""What the gate controller says and counts beyond releasing: work that can never run under the
+current limits (its condition and its gauge, as a quota is lowered and raised again), and the
+release counter, which counts each pod whose gate this replica removed exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from policy.catalog import Catalog
+from policy.limits import NEVER
+from tests.builders import MakeQueue, MakeTeam
+from tests.unit.test_gate_controller import NS, World, gated_pod
+
+
+def quota_of(gpus: int) -> Catalog:
+    return Catalog(queues={"train": MakeQueue("train").quota(gpus=gpus).model()},
+                   teams={"vision": MakeTeam("vision").model()})
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    made = World(quota_of(2))
+    made.cache.listeners.append(made.controller.pod_changed)  # the watch tells the controller
+    yield made
+    await made.controller.stop()
+
+
+async def cycle(world: World) -> None:
+    world.cache.sync()
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()
+
+
+def said(world: World, name: str) -> tuple[str, str]:
+    condition = world.api.condition(NS, name)
+    assert condition is not None
+    return condition["reason"], condition["message"]
+
+
+def gauge(world: World, name: str, **labels: str) -> float | None:
+    return world.controller.metrics.registry.get_sample_value(name, labels)
+
+
+def impossible(world: World) -> float | None:
+    return gauge(world, "sluicegate_impossible_workloads", queue="train")
+
+
+def releases(world: World) -> float | None:
+    return gauge(world, "sluicegate_releases_total", queue="train")
+
+
+async def test_a_pod_that_can_never_run_says_so_when_the_quota_drops_and_is_released_when_it_rises(
+    world: World,
+) -> None:
+    """The quota's reason (``QueueQuota``) is the same whether the quota is full or the pod
+    exceeds it by itself, so the condition must be rewritten on that change, not only when the
+    reason changes."""
+    world.submit(gated_pod("running").gpus(2), gated_pod("waiting", created=1).gpus(2))
+    await cycle(world)
+    await cycle(world)
+    assert world.released() == {"running"}
+    assert said(world, "waiting") == ("QueueQuota", "queue train: 2/2 nvidia.com/gpu in use, needs 2")
+    assert impossible(world) == 0
+
+    world.catalog = quota_of(1)  # lowered below what the waiting pod asks for by itself
+    await cycle(world)
+    assert said(world, "waiting") == (
+        "QueueQuota", f"{NEVER}needs 2 nvidia.com/gpu; queue train quota is 1")
+    assert impossible(world) == 1
+    assert world.released() == {"running"}  # and the running pod was not evicted
+
+    world.catalog = quota_of(2)  # possible again, but the running pod still takes the quota
+    await cycle(world)
+    reason, message = said(world, "waiting")
+    assert reason == "QueueQuota" and not message.startswith(NEVER)
+    assert impossible(world) == 0
+
+    world.catalog = quota_of(4)
+    await cycle(world)
+    assert world.released() == {"running", "waiting"}
+
+
+async def test_a_team_quota_too_small_for_a_pod_counts_it_as_impossible_in_its_queue(world: World) -> None:
+    world.catalog = replace(quota_of(8), teams={"vision": MakeTeam("vision").quota(gpus=1).model()})
+    world.submit(gated_pod("big").gpus(2), gated_pod("small", created=1).gpus(1))
+    await cycle(world)
+
+    assert world.released() == {"small"}
+    assert said(world, "big") == ("TeamQuota", f"{NEVER}needs 2 nvidia.com/gpu; team vision quota is 1")
+    assert impossible(world) == 1
+
+
+async def test_a_release_whose_answer_was_lost_is_counted_once(world: World) -> None:
+    """The patch landed, the answer did not: the retry finds the gate gone with this release's
+    own stamp on the pod, so the release is this replica's: explained, and counted once when
+    the watch shows it."""
+    world.api.lost = 1
+    world.submit(gated_pod("p0"))
+    await cycle(world)
+
+    assert world.released() == {"p0"}
+    assert releases(world) == 1
+    assert [e["reason"] for e in world.api.events] == ["Dispatched"]
+
+
+async def test_a_release_decided_again_after_a_refusal_is_counted_once(world: World) -> None:
+    world.api.failures = [403]
+    world.submit(gated_pod("p0"))
+    await cycle(world)
+    assert world.released() == set() and not releases(world)
+
+    await cycle(world)
+    assert world.released() == {"p0"}
+    assert releases(world) == 1
+
+
+async def test_a_pod_released_by_someone_else_is_not_counted_as_this_replicas_release(world: World) -> None:
+    world.submit(gated_pod("p0"))
+    del world.api.pod(NS, "p0")["spec"]["schedulingGates"]  # break glass, not yet in the cache
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()
+
+    assert world.released() == {"p0"}
+    assert not releases(world)
+
+
+async def test_a_release_cut_short_by_a_lost_lead_is_counted_when_the_watch_shows_it(world: World) -> None:
+    """The patch landed but its answer came after the lead was lost (the task was cancelled):
+    the watch shows the pod released with this process's stamp, so it is counted, once."""
+    world.api.slow = 0.5
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await asyncio.sleep(0.05)  # applied, not yet answered
+    world.leader.leading = False
+    world.controller.leadership_changed(False)
+    await cycle(world)
+
+    assert world.released() == {"p0"}
+    assert releases(world) == 1
+    world.leader.leading = True
+    world.controller.leadership_changed(True)
+    await cycle(world)
+    assert releases(world) == 1
