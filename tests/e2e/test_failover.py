@@ -37,7 +37,9 @@ def test_the_standby_takes_over_when_the_leader_is_killed_mid_burst_and_no_limit
         sluicegate.start(first)  # back to two replicas for the tests that follow
 
     assert second != first
-    assert len(releases(record, killed)) >= 12  # the new leader released the rest of the burst
+    assert len(releases(record)) == 24
+    after = len(releases(record, killed))  # released by the new leader
+    assert after >= 6, f"the kill fell near the end of the burst ({24 - after} of 24 released before it)"
     assert violations(record, Limits(queues={queue: Cap(running=3)}, teams={team: Cap(running=4)})) == []
     assert peaks(record).queues[queue].running == 3
     assert lost(record) == [] and released_twice(record) == []
