@@ -128,8 +128,8 @@ class GateController:
         self.pods = pods
         self.catalog = catalog
         self.belongs = belongs
-        """Whether a namespace is opted in to a team: pods of other namespaces count for nothing,
-        whatever labels they carry (the webhook never saw them)."""
+        """Whether a namespace is opted in to a team: a gated pod of a namespace that no longer
+        is waits; a released one counts by the team admission stamped on it."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -240,12 +240,22 @@ class GateController:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
         belongs = self.belongs
-        managed = {uid: p for uid, p in self.pods.items() if belongs(p.pod.namespace, p.pod.team)}
+        # A released pod counts by the team admission stamped, whatever its namespace says now;
+        # a gated one whose namespace left that team is not released (and says so).
+        managed: dict[str, ManagedPod] = {}
+        strays: dict[str, ManagedPod] = {}
+        for uid, p in self.pods.items():
+            if not p.pod.gated or belongs(p.pod.namespace, p.pod.team):
+                managed[uid] = p
+            else:
+                strays[uid] = p
         snapshot = self.snapshots.build(managed.values(), self.catalog(), now)
         decision = decide(snapshot, self.turns)
         self.turns = decision.turns
         released = self._release(decision, managed, now, mono)
-        self.explainer.confirm(managed)
+        self.explainer.confirm({**managed, **strays})
+        for stray in strays.values():
+            self.explainer.want(stray, conditions.outside_team(stray.pod))
         waiting, pending_due = self._explain_pending(snapshot, decision, managed, mono)
         unplaceable, placing_due = self._explain_released(managed, mono)
         figures = statuses.figures(snapshot, decision.usage, released)

@@ -234,7 +234,9 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/group-size must be a positive integer, got "0"',
+            "annotation sluicegate.dev/group-size must be a positive integer "
+            "no larger than 2147483647, "
+            'got "0"',
             id="a pod group of zero pods",
         ),
         pytest.param(
@@ -245,7 +247,9 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/workflow-max-running must be a positive integer, got "many"',
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer "
+            "no larger than 2147483647, "
+            'got "many"',
             id="a workflow limit that is not a number",
         ),
         pytest.param(
@@ -253,8 +257,31 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/workflow-max-running must be a positive integer, got "-2"',
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer "
+            "no larger than 2147483647, "
+            'got "-2"',
             id="a negative workflow limit",
+        ),
+        pytest.param(
+            make_pod()
+            .queue("vision-train")
+            .workflow("sweep")
+            .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "9" * 5000),
+            "alice",
+            NS,
+            CATALOG,
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer no larger "
+            f'than 2147483647, got "{"9" * 37}..." (5000 characters)',
+            id="a workflow limit of five thousand digits is refused, not a crash",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").group("ring", 2**31),
+            "alice",
+            NS,
+            CATALOG,
+            "annotation sluicegate.dev/group-size must be a positive integer no larger "
+            'than 2147483647, got "2147483648"',
+            id="a group larger than Kubernetes counts is refused",
         ),
         pytest.param(
             make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "2x"}}),
