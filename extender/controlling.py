@@ -363,7 +363,7 @@ class GateController:
         due = math.inf
         for uid, found in managed.items():
             pod = found.pod
-            if pod.gated or uid in self.releaser:
+            if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
                 continue
             if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
                 if not self.explainer.shows_dispatched(found):

@@ -339,3 +339,14 @@ async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(worl
     assert (condition["status"], condition["reason"]) == ("False", "NamespaceLeftTeam")
     assert condition["message"].startswith(
         "namespace vision is no longer opted in to team vision, which admitted this pod to queue train")
+
+
+async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: World) -> None:
+    """A queue and a team on a pod never gated (a node's static pod, say) without admission's
+    stamp: nothing was released outside dispatch, so nothing says so."""
+    world.submit(MakePod(NS, "static").queue("train").team("vision").gpus(8).created(0))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.api.condition(NS, "static") is None
+    assert [e for e in world.api.events if e["reason"] == "ReleasedOutsideDispatch"] == []
