@@ -39,7 +39,7 @@ async def serve(settings: Settings) -> None:
     cache = Cache(connection)
     owners = JobCreators.watching(cache)
     metrics = AdmissionMetrics()
-    catalogs.register(metrics.registry, cache.catalog)
+    catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     stopping = asyncio.Event()
     app = build_app(settings, cache, metrics, AccessReviews(connection), owners)
     admission = web.AppRunner(app, access_log=None, shutdown_timeout=settings.shutdown_seconds)
