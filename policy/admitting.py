@@ -9,8 +9,12 @@ the gate are left to each pod's own CREATE, which sees the pod as it will run. O
 Sluicegate's controller may remove the gate or touch ``sluicegate.dev/`` keys (``guarding``),
 except that a person allowed to ``release`` the pod's queue may remove the gate by hand.
 
-On every pod of an opted-in namespace, managed or not, ``sluicegate.dev/`` keys that only
-Sluicegate writes are refused unless they say exactly what Sluicegate itself would write.
+On every pod, managed or not, in an opted-in namespace or not (the webhook sees the latter
+only when the pod carries a ``sluicegate.dev/`` mark), ``sluicegate.dev/`` keys that only
+Sluicegate writes are refused unless they say exactly what Sluicegate itself would write, and
+so is a ``sluicegate.dev/`` scheduling gate on a pod Sluicegate does not manage. A real mirror
+pod carries no ``sluicegate.dev/`` key at all. ``pods/status`` UPDATEs are guarded like pod
+UPDATEs, and a stamped Job or CronJob template belongs to the user the stamp names.
 
 Admission is idempotent: reviewing the pod it produced yields an empty patch, because a value
 identical to what Sluicegate itself writes is not a bypass and every preset merge is idempotent.
