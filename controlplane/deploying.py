@@ -205,7 +205,9 @@ class LocalSluicegate:
         namespace = f"sluicegate-probe-{uuid.uuid4().hex[:8]}"
         self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {keys.TEAM_LABEL: "sluicegate-probe"}},
+            # The namespace lists the probe's queue, so the refusal says it does not exist.
+            "metadata": {"name": namespace, "labels": {keys.TEAM_LABEL: "sluicegate-probe"},
+                         "annotations": {keys.ALLOWED_QUEUES_ANNOTATION: "sluicegate-probe"}},
         }))
         pod = yaml.safe_dump({
             "apiVersion": "v1", "kind": "Pod",

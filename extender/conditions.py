@@ -33,6 +33,21 @@ def waiting(wait: Wait) -> Condition:
     return Condition("False", wait.reason.value, wait.message)
 
 
+OUTSIDE_TEAM: Final = "NamespaceLeftTeam"
+"""The reason a gated pod waits when its namespace no longer opts in to the team admission
+stamped on it: it is not released until the namespace does again (or the pod is recreated)."""
+
+
+def outside_team(pod: Pod) -> Condition:
+    return Condition(
+        "False", OUTSIDE_TEAM,
+        f"namespace {pod.namespace} is no longer opted in to team {pod.team}, which admitted this "
+        f"pod to queue {pod.queue}: it is not released until the namespace's label "
+        f"{keys.TEAM_LABEL} says {pod.team} again; delete it and submit it anew to be judged as "
+        "the namespace is now",
+    )
+
+
 def dispatched(queue: str) -> Condition:
     return Condition("True", keys.DISPATCHED_REASON, f"dispatched by queue {queue}")
 

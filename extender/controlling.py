@@ -157,8 +157,8 @@ class GateController:
         self.pods = pods
         self.catalog = catalog
         self.belongs = belongs
-        """Whether a namespace is opted in to a team: pods of other namespaces count for nothing,
-        whatever labels they carry (the webhook never saw them)."""
+        """Whether a namespace is opted in to a team: a gated pod of a namespace that no longer
+        is waits; a released one counts by the team admission stamped on it."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -305,10 +305,17 @@ class GateController:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
         belongs = self.belongs
+        # A released pod counts by the team admission stamped, whatever its namespace says now;
+        # a gated one whose namespace left that team is not released (and says so).
         managed: dict[str, ManagedPod] = {}
+        strays: dict[str, ManagedPod] = {}
         for batch in batches(list(self.pods.values())):  # no tuple per pod: less for the collector
             yield None
-            managed.update((p.pod.uid, p) for p in batch if belongs(p.pod.namespace, p.pod.team))
+            for p in batch:
+                if not p.pod.gated or belongs(p.pod.namespace, p.pod.team):
+                    managed[p.pod.uid] = p
+                else:
+                    strays[p.pod.uid] = p
         snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
@@ -320,7 +327,9 @@ class GateController:
         self.turns = decision.turns
         self.orders = decision.orders if decision.orders is not None else Orders()
         released = self._release(decision, managed, now, mono)
-        yield from self.explainer.confirming(managed)
+        yield from self.explainer.confirming({**managed, **strays})
+        for stray in strays.values():
+            self.explainer.want(stray, conditions.outside_team(stray.pod))
         waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
         unplaceable, placing_due = yield from self._explain_released(managed, mono)
         self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
@@ -435,7 +444,7 @@ class GateController:
             if n % FEW == 0:
                 yield None
             pod = found.pod
-            if pod.gated or uid in self.releaser:
+            if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
                 continue
             if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
                 if not self.explainer.shows_dispatched(found):

@@ -48,7 +48,7 @@ async def serve(settings: Settings) -> None:
     pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
                        quiet=True)
     metrics = ControllerMetrics()
-    catalogs.register(metrics.registry, cache.catalog)
+    catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
                                 policy_exists=lambda: len(cache.policies) > 0,

@@ -132,9 +132,12 @@ def check_queue(
     if problem is not None:
         return f"{subject} is invalid ({problem}); {queue_alternatives(namespace, catalog, person)}"
     found = catalog.queues.get(queue)
-    if found is None:
+    if found is None and (namespace.allowed_queues is not None or source):
+        # The namespace's list, a default or a preset names it: the admins' mistake, no secret.
         return f"{subject} does not exist; {queue_alternatives(namespace, catalog, person)}"
-    if not queue_admits(found, person):
+    if found is None or not queue_admits(found, person):
+        # A queue the user named, in a namespace without a list: missing reads as not open, so
+        # a refusal never tells which queues exist.
         return (
             f"{subject} is not open to {person.describe()}{_broken_team(namespace, catalog)}; "
             f"{queue_alternatives(namespace, catalog, person)}"

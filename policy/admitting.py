@@ -9,8 +9,12 @@ the gate are left to each pod's own CREATE, which sees the pod as it will run. O
 Sluicegate's controller may remove the gate or touch ``sluicegate.dev/`` keys (``guarding``),
 except that a person allowed to ``release`` the pod's queue may remove the gate by hand.
 
-On every pod of an opted-in namespace, managed or not, ``sluicegate.dev/`` keys that only
-Sluicegate writes are refused unless they say exactly what Sluicegate itself would write.
+On every pod, managed or not, in an opted-in namespace or not (the webhook sees the latter
+only when the pod carries a ``sluicegate.dev/`` mark), ``sluicegate.dev/`` keys that only
+Sluicegate writes are refused unless they say exactly what Sluicegate itself would write, and
+so is a ``sluicegate.dev/`` scheduling gate on a pod Sluicegate does not manage. A real mirror
+pod carries no ``sluicegate.dev/`` key at all. ``pods/status`` UPDATEs are guarded like pod
+UPDATEs, and a stamped Job or CronJob template belongs to the user the stamp names.
 
 Admission is idempotent: reviewing the pod it produced yields an empty patch, because a value
 identical to what Sluicegate itself writes is not a bypass and every preset merge is idempotent.
@@ -24,7 +28,7 @@ from typing import Any
 
 from policy import fields, keys, marks
 from policy.catalog import UNREADABLE, Catalog
-from policy.creators import honours_stamp, is_mirror_pod, submitter_of
+from policy.creators import honours_stamp, is_mirror_pod, submitter_of, untrusted_stamp
 from policy.fields import Obj
 from policy.guarding import guard
 from policy.judging import check_written_keys, judge, written_by_sluicegate
@@ -60,6 +64,10 @@ def review(
 
     Raises ``MalformedReview`` for a request of a shape no API server sends.
     """
+    if request.subresource == "status" and request.kind == POD and request.operation is Operation.UPDATE:
+        # Labels and annotations change through pods/status as through pods: judged alike.
+        check_request(request)
+        return guard(request) if request.user != controller else Admit()
     if request.subresource:
         return Admit()
     check_request(request)
@@ -69,7 +77,7 @@ def review(
         if request.kind in OWNER_TEMPLATES:
             return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind])
     if request.operation is Operation.UPDATE and request.user != controller:
-        return guard(request, may_release=may_release)
+        return guard(request, may_release=may_release, trusted=catalog.policy.trusted_controllers)
     return Admit()
 
 
@@ -114,8 +122,13 @@ def _create_pod(
     owner_creator: Submitter | None,
 ) -> Decision:
     pod = request.object
-    if is_mirror_pod(request) or not namespace.opted_in:
-        return Admit()
+    if is_mirror_pod(request):
+        return _mirror(pod)
+    if not namespace.opted_in:
+        # Nothing to manage here, but a key or gate only Sluicegate writes would count once the
+        # namespace opts in: refused as on any other pod.
+        elsewhere = submitter_of(request, catalog.policy)
+        return elsewhere if isinstance(elsewhere, Deny) else _unmanaged(pod, elsewhere)
     managed = _managed(pod, catalog, "")
     if isinstance(managed, Deny):
         return managed
@@ -124,6 +137,9 @@ def _create_pod(
         return submitter
     if not managed:
         return _unmanaged(pod, submitter)
+    foreign = _foreign_gate(pod, keys.GATE)
+    if foreign is not None:
+        return foreign
     if catalog.closed is not None:
         return _closed(catalog)
     notes = fields.string_map(fields.obj(pod.get("metadata")).get("annotations"))
@@ -164,19 +180,58 @@ def _merged(pod: Obj, presets: tuple[Preset, ...]) -> dict[str, Any] | Deny:
 
 
 def _unmanaged(pod: Obj, submitter: Submitter) -> Decision:
-    """A pod Sluicegate does not manage: admitted unchanged, without keys only Sluicegate writes."""
+    """A pod Sluicegate does not manage: admitted unchanged, without keys only Sluicegate writes
+    and without a ``sluicegate.dev/`` scheduling gate (nothing would ever remove it)."""
     meta = fields.obj(pod.get("metadata"))
     labels = fields.string_map(meta.get("labels"))
     notes = fields.string_map(meta.get("annotations"))
     bypass = check_written_keys(labels, notes, {}, {}, submitter)
     if bypass is not None:
         return bypass
+    foreign = _foreign_gate(pod, None)
+    if foreign is not None:
+        return foreign
     if labels.get(keys.GROUP_LABEL):
         return Admit(warnings=(
             f"label {keys.GROUP_LABEL} has no effect: Sluicegate does not manage this pod (it names "
             "no queue or presets and asks for no managed resource), so it is no member of the group",
         ))
     return Admit()
+
+
+def _mirror(pod: Obj) -> Decision:
+    """A real mirror pod is admitted unchanged, but carries no ``sluicegate.dev/`` key or gate:
+    Sluicegate never manages a static pod, and such a key would make it count for a queue."""
+    meta = fields.obj(pod.get("metadata"))
+    for what, present in (
+        ("label", fields.string_map(meta.get("labels"))),
+        ("annotation", fields.string_map(meta.get("annotations"))),
+    ):
+        for key in sorted(present):
+            if key.startswith(keys.PREFIX):
+                return Deny(
+                    f"{what} {key} cannot be set on a mirror pod: Sluicegate does not manage static "
+                    f"pods, so a mirror pod carries no {keys.PREFIX} labels or annotations; remove "
+                    "it from the static pod's manifest"
+                )
+    return _foreign_gate(pod, None) or Admit()
+
+
+def _foreign_gate(pod: Obj, allowed: str | None) -> Deny | None:
+    """A ``sluicegate.dev/`` scheduling gate other than ``allowed``, refused: only admission adds
+    Sluicegate's gate (to a pod it manages), and only its controller removes it."""
+    gates = fields.obj(pod.get("spec")).get("schedulingGates")
+    for gate in gates if isinstance(gates, list) else ():
+        name = str(fields.obj(gate).get("name") or "")
+        if name.startswith(keys.PREFIX) and name != allowed:
+            why = (
+                "Sluicegate adds its gate itself to the pods it manages, and this pod is not one of "
+                "them (it names no queue or presets and asks for no managed resource in a namespace "
+                "opted in to a team), so nothing would ever remove it"
+                if allowed is None else f"the only one Sluicegate uses is {keys.GATE}"
+            )
+            return Deny(f"scheduling gate {name} cannot be set by users: {why}")
+    return None
 
 
 def _container_warnings(pod: Obj, presets: tuple[Preset, ...]) -> tuple[str, ...]:
@@ -213,6 +268,10 @@ def _create_owner(
     raw = notes.get(keys.SUBMITTER_ANNOTATION)
     stamped = Submitter.from_annotation(raw) if raw else None
     honoured = honours_stamp(request, fields.obj(obj.get("metadata")), catalog.policy)
+    if honoured is None and raw is not None:
+        untrusted = untrusted_stamp(request, _stamp_view(obj, template), catalog.policy)
+        if untrusted is not None:
+            return untrusted
     submitter = stamped if honoured is not None and stamped is not None else request.creator
     if raw is not None and stamped != submitter:
         return written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
@@ -241,3 +300,9 @@ def _create_owner(
         submitter.to_annotation()
     )
     return Admit(diff(obj, out), warnings)
+
+
+def _stamp_view(obj: Obj, template: Obj) -> Obj:
+    """The owner's metadata (its ownerReferences) with its template's annotations (the stamp)."""
+    meta = fields.obj(obj.get("metadata"))
+    return {**meta, "annotations": fields.obj(template.get("metadata")).get("annotations")}

@@ -66,6 +66,26 @@ def honours_stamp(request: Request, meta: Obj, policy: Policy) -> Kind | None:
     return owner
 
 
+def untrusted_stamp(request: Request, meta: Obj, policy: Policy) -> Deny | None:
+    """The refusal for an object that one of its owner's own controllers created from a stamped
+    template while the Policy does not trust that controller: the stamp is Sluicegate's, the
+    missing trust is the administrator's to fix (not the user's)."""
+    owner = controller_owner(meta)
+    row = OWNERS.get(owner) if owner is not None else None
+    if row is None or owner is None or row.creates != request.kind or request.user not in row.controllers:
+        return None
+    if request.user in policy.trusted_controllers:
+        return None
+    if keys.SUBMITTER_ANNOTATION not in fields.string_map(meta.get("annotations")):
+        return None
+    return Deny(
+        f"{request.user} created this {request.kind.kind} for a {owner.kind} whose template "
+        f"Sluicegate stamped ({keys.SUBMITTER_ANNOTATION}), but the Policy does not trust "
+        f"{request.user}: a platform administrator adds it to the Policy's "
+        "spec.trustedControllers"
+    )
+
+
 def submitter_of(
     request: Request, policy: Policy, owner_creator: Submitter | None = None
 ) -> Submitter | Deny:
@@ -78,7 +98,7 @@ def submitter_of(
     meta = fields.obj(request.object.get("metadata"))
     owner = honours_stamp(request, meta, policy)
     if owner is None:
-        return request.creator
+        return untrusted_stamp(request, meta, policy) or request.creator
     raw = fields.string_map(meta.get("annotations")).get(keys.SUBMITTER_ANNOTATION)
     stamped = Submitter.from_annotation(raw) if raw else None
     if owner_creator is None:

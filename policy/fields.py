@@ -21,7 +21,11 @@ Obj = Mapping[str, Any]
 
 EMPTY_OBJ: Final[Obj] = MappingProxyType({})
 NO_STRINGS: Final[Mapping[str, str]] = MappingProxyType({})
-_POSITIVE: Final = re.compile(r"\s*[0-9]+\s*", re.ASCII)
+MAX_COUNT: Final = 2**31 - 1
+"""The largest count a user may write (a workflow's limit, a group's size): Kubernetes' own
+counts (replicas, parallelism) are 32-bit too. Bounding the digits before ``int()`` keeps a
+number of thousands of digits from reaching Python's conversion limit."""
+_POSITIVE: Final = re.compile(r"\s*[0-9]{1,10}\s*", re.ASCII)
 
 
 class InvalidObject(ValueError):
@@ -167,7 +171,14 @@ def instant(raw: str) -> float | None:
 
 
 def positive_int(raw: str) -> int | None:
-    """An annotation's value as a positive integer, or None."""
-    if not _POSITIVE.fullmatch(raw) or int(raw) < 1:
+    """An annotation's value as a positive integer no larger than ``MAX_COUNT``, or None."""
+    if not _POSITIVE.fullmatch(raw):
         return None
-    return int(raw)
+    value = int(raw)
+    return value if 1 <= value <= MAX_COUNT else None
+
+
+def shown(raw: str, width: int = 40) -> str:
+    """A user's value quoted for a message, cut short when it is long."""
+    return f'"{raw}"' if len(raw) <= width else f'"{raw[:width - 3]}..." ({len(raw)} characters)'
+

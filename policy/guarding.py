@@ -15,11 +15,12 @@ keys stay the controller's even then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
 from policy import fields, keys
 from policy.fields import Obj
+from policy.pods import Submitter
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Release, Request
 
 
@@ -39,12 +40,17 @@ def release_queue(request: Request, controller: str) -> str | None:
     return labels.get(keys.QUEUE_LABEL) or None
 
 
-def guard(request: Request, *, may_release: bool = False) -> Decision:
+def guard(
+    request: Request, *, may_release: bool = False, trusted: Collection[str] = ()
+) -> Decision:
     """Refuse an UPDATE that removes the gate or touches a ``sluicegate.dev/`` label or
     annotation; the caller has checked that the requester is not the controller.
 
     ``may_release``: the requester may ``release`` the queue ``release_queue`` named, so removing
     the gate is a break-glass release rather than a bypass.
+
+    An owner's stamped pod template belongs to the person the stamp names: anyone else (but a
+    ``trusted`` controller) who changes it is refused, since its pods would run as that person.
     """
     old = request.old_object or MappingProxyType({})
     new = request.object
@@ -64,6 +70,10 @@ def guard(request: Request, *, may_release: bool = False) -> Decision:
         noun = f"the pod template of a {request.kind.kind}"
         path = OWNER_TEMPLATES[request.kind]
         old, new = fields.at(old, path), fields.at(new, path)
+        if old != new and request.user not in trusted:
+            owned = _someone_elses(old, request)
+            if owned is not None:
+                return owned
     else:
         return Admit()
     old_meta, new_meta = fields.obj(old.get("metadata")), fields.obj(new.get("metadata"))
@@ -83,6 +93,23 @@ def guard(request: Request, *, may_release: bool = False) -> Decision:
                 f"controller may change {keys.PREFIX} labels and annotations"
             )
     return Admit(release=release)
+
+
+def _someone_elses(template: Obj, request: Request) -> Deny | None:
+    """The refusal for changing a template stamped for someone other than the requester."""
+    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+    raw = notes.get(keys.SUBMITTER_ANNOTATION)
+    if raw is None:
+        return None
+    stamped = Submitter.from_annotation(raw)
+    if stamped is not None and stamped.user == request.user:
+        return None
+    owner = f"user {stamped.user}" if stamped is not None else f'"{raw}"'
+    return Deny(
+        f"the pod template of this {request.kind.kind} was submitted by {owner} "
+        f"(annotation {keys.SUBMITTER_ANNOTATION}) and only they may change it: its pods run as "
+        f"{owner}'s; create a {request.kind.kind} of your own instead"
+    )
 
 
 def gated(pod: Obj) -> bool:

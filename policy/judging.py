@@ -128,7 +128,10 @@ def _check_user_keys(
     for key in (keys.WORKFLOW_MAX_RUNNING_ANNOTATION, keys.GROUP_SIZE_ANNOTATION):
         raw = notes.get(key)
         if raw is not None and fields.positive_int(raw) is None:
-            return Deny(f'annotation {key} must be a positive integer, got "{raw}"')
+            return Deny(
+                f"annotation {key} must be a positive integer no larger than {fields.MAX_COUNT}, "
+                f"got {fields.shown(raw)}"
+            )
     if labels.get(keys.GROUP_LABEL) and keys.GROUP_SIZE_ANNOTATION not in notes:
         return Deny(
             f"label {keys.GROUP_LABEL} needs annotation {keys.GROUP_SIZE_ANNOTATION}: "

@@ -200,9 +200,11 @@ class Reviewer:
         self.metrics.answered(request.operation.value, request.kind.kind, result)
         self.metrics.latency.labels(webhook).observe(seconds)
         self._log(review, webhook, decision, result, why, seconds)
-        if isinstance(decision, Admit) and decision.release is not None and webhook == "mutate":
+        # A pod UPDATE reaches only the validating webhook: that is where a release is seen.
+        if isinstance(decision, Admit) and decision.release is not None:
             release = decision.release
-            log.info("%s released pod %s from queue %s by hand", release.user, release.pod, release.queue,
+            log.info("break glass: %s released pod %s from queue %s by hand", release.user, release.pod,
+                     release.queue,
                      extra={"fields": {"release": release.pod, "queue": release.queue, "user": release.user,
                                        "groups": sorted(request.groups), "dryRun": review.dry_run,
                                        "message": release.message}})

@@ -37,7 +37,7 @@ async def serve(settings: Settings) -> None:
     cache = Cache(connection)
     owners = JobCreators.watching(cache)
     metrics = AdmissionMetrics()
-    catalogs.register(metrics.registry, cache.catalog)
+    catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
     servers.tls(build_app(settings, cache, metrics, AccessReviews(connection), owners), settings.host,

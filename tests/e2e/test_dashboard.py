@@ -23,7 +23,7 @@ def test_every_series_the_dashboard_queries_is_exported_by_a_real_scrape(
     scene.pods(ns, roomy, 1, prefix="run", seconds=120)  # released: a wait observed, GPUs in use
     scene.pods(ns, roomy, 1, prefix="huge", gpus=16)  # released, and no node can hold it
     refused = scene.cluster.kubectl("create", "-f", "-", check=False, input=_pod_yaml(scene, ns, "refused"))
-    assert refused.returncode != 0 and "does not exist" in refused.stderr, refused.stderr  # a denial
+    assert refused.returncode != 0 and "is not open to" in refused.stderr, refused.stderr  # a denial
     try:
         scene.wait_reason(ns, ["held00"], keys.Reason.QUEUE_LIMIT.value)
         scene.wait_condition(ns, "huge00", lambda c: "waiting for Kubernetes" in c["message"], "unplaceable")

@@ -1,6 +1,8 @@
 """Issue 7 through the real API server: forged mirror pods and forged group members are refused,
 a node's own mirror pod is admitted unchanged, and break glass works only for a user allowed to
-``release`` the pod's Queue."""
+``release`` the pod's Queue; marks forged before a namespace opts in or through pods/status,
+someone else's stamped CronJob and a count of thousands of digits are refused; relabelling a
+namespace does not free its running pods' slots."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from policy import keys
 from policy.pods import Submitter
 from tests.admission_builders import make_queue, make_team
 from tests.e2e.conftest import eventually
-from tests.e2e.projects import Project, gpu_pod
+from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod
 
 NODE = "gpu-node-0"
 WRITTEN_BY_SLUICEGATE = "is written by Sluicegate and cannot be set by users"
@@ -301,3 +303,107 @@ def test_a_broken_policy_is_alerted_on_and_the_last_valid_one_stays_in_force(
                    "every process to export sluicegate_policy_broken 0 once the Policy is fixed")
     finally:
         admin.kubectl("delete", "policies.sluicegate.dev", keys.POLICY_NAME, "--ignore-not-found")
+
+
+# --- marks forged where admission used not to look (issue 7, second round) -------------------
+
+
+def test_a_pod_forged_with_admissions_marks_before_its_namespace_opts_in_is_refused(project: Project) -> None:
+    """The attack: a gated pod with a queue, a team and an admission stamp written by hand in a
+    namespace not yet opted in, waiting for the opt-in to be released past the queue's checks."""
+    pod = gpu_pod("pre", project.namespace, 4)
+    pod["metadata"]["labels"].update({keys.QUEUE_LABEL: "urgent-retrain", keys.TEAM_LABEL: project.team})
+    pod["metadata"]["annotations"][keys.ADMITTED_AT_ANNOTATION] = "2026-11-30T10:04:30.123456Z"
+    pod["spec"]["schedulingGates"] = [{"name": keys.GATE}]
+    forged = yaml.safe_dump(pod)
+    alice = project.user("alice", "vision-devs")
+    # The API server picks up a webhook configuration on its own time after `up`.
+    eventually(lambda: "pods-elsewhere.validate.sluicegate.dev" in alice.cluster.kubectl(
+        *alice.identity, "-n", project.namespace, "create", "--dry-run=server", "-f", "-", input=forged,
+        check=False).stderr, "the API server to call the validating pod webhook for namespaces not opted in")
+    refusal = alice.fails("create", "-f", "-", input=forged)
+    assert f"label {keys.TEAM_LABEL} {WRITTEN_BY_SLUICEGATE}" in refusal
+    assert project.admin.run("get", "pods", "-o", "name") == ""
+
+
+def test_a_pod_with_only_a_queue_label_in_a_namespace_not_opted_in_is_admitted_unchanged(
+    project: Project,
+) -> None:
+    pod = gpu_pod("plain", project.namespace)
+    pod["metadata"]["labels"][keys.QUEUE_LABEL] = "somewhere"
+    project.user("alice", "vision-devs").apply(pod)
+    stored = project.pod("plain")
+    assert "schedulingGates" not in stored["spec"]
+    assert stored["metadata"]["labels"] == {keys.QUEUE_LABEL: "somewhere"}
+
+
+def test_a_gated_pod_cannot_be_moved_to_another_queue_through_pods_status(
+    project: Project, train: str
+) -> None:
+    project.user("alice", "vision-devs").apply(gpu_pod("st-gpu", project.namespace))
+    move = json.dumps({"metadata": {"labels": {keys.QUEUE_LABEL: "notebooks"}}})
+    refusal = project.admin.fails("patch", "pod", "st-gpu", "--subresource=status", "--type=merge",
+                                  "-p", move)
+    assert f"label {keys.QUEUE_LABEL} cannot be changed on a pod once it exists" in refusal
+    assert project.pod("st-gpu")["metadata"]["labels"][keys.QUEUE_LABEL] == train
+
+
+def test_a_workflow_limit_of_five_thousand_digits_is_refused_with_a_message(
+    project: Project, train: str
+) -> None:
+    pod = gpu_pod("huge", project.namespace)
+    pod["metadata"]["labels"][keys.WORKFLOW_LABEL] = "sweep"
+    pod["metadata"]["annotations"][keys.WORKFLOW_MAX_RUNNING_ANNOTATION] = "9" * 5000
+    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
+    assert "pods.mutate.sluicegate.dev" in refusal and "denied the request" in refusal
+    assert "must be a positive integer no larger than 2147483647" in refusal
+    assert project.admin.run("get", "pods", "-o", "name") == ""
+
+
+def test_another_users_stamped_cronjob_cannot_be_edited_to_run_as_them(project: Project, train: str) -> None:
+    """olga's suspended CronJob; alice, who may edit it, changes its image and GPUs."""
+    job = suspended_job("x", project.namespace)
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": "oncall-cj", "namespace": project.namespace},
+               "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
+    project.user("olga", "vision-devs").run("create", "-f", "-", input=yaml.safe_dump(cronjob))
+    stored = project.admin.get("cronjob", "oncall-cj")["spec"]["jobTemplate"]["spec"]["template"]
+    assert json.loads(stored["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION])["user"] == "olga"
+
+    edit = json.dumps([
+        {"op": "replace", "path": "/spec/jobTemplate/spec/template/spec/containers/0/image",
+         "value": "registry.invalid/alice-mining:latest"},
+        {"op": "replace", "path": "/spec/jobTemplate/spec/template/spec/containers/0/resources",
+         "value": {"limits": {keys.GPU_RESOURCE: "8"}}},
+    ])
+    alice = project.user("alice", "vision-devs")
+    refusal = alice.fails("patch", "cronjob", "oncall-cj", "--type=json", "-p", edit)
+    assert "was submitted by user olga" in refusal and "only they may change it" in refusal
+    kept = project.admin.get("cronjob", "oncall-cj")["spec"]["jobTemplate"]["spec"]["template"]
+    assert kept["spec"]["containers"][0]["image"] == stored["spec"]["containers"][0]["image"]
+
+    project.user("olga", "vision-devs").run("patch", "cronjob", "oncall-cj", "--type=json", "-p", edit)
+
+
+def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project: Project) -> None:
+    """A pod runs in a queue of one slot; its namespace is then relabelled to another team that
+    may use the queue too. The running pod keeps its slot: the next pod waits for it."""
+    queue, other = project.name("one-slot"), project.name("other-team")
+    project.create(make_team(project.team, users=["alice"]), make_team(other, users=["alice"]),
+                   make_queue(queue, teams=[project.team, other], max_running=1))
+    project.opt_in(default_queue=queue)
+    first = gpu_pod("first", project.namespace)
+    first["metadata"]["annotations"][GPU_DELAY] = "600s"
+    alice = project.user("alice", "vision-devs")
+    alice.apply(first)
+    project.admin.wait_for("pod", "first", lambda p: "schedulingGates" not in p["spec"],
+                           "the first pod to be released")
+
+    project.opt_in(team=other, default_queue=queue)
+    alice.apply(gpu_pod("second", project.namespace))
+    held = project.admin.wait_for(
+        "pod", "second", lambda p: (condition(p, keys.CONDITION) or {}).get("reason") == "QueueLimit",
+        "the second pod to be held by the queue's limit")
+    assert held["spec"]["schedulingGates"] == [{"name": keys.GATE}]
+    assert held["metadata"]["labels"][keys.TEAM_LABEL] == other
+    assert "schedulingGates" not in project.pod("first")["spec"]

@@ -114,6 +114,7 @@ def check_admitted(
     if is_real_mirror(pod, creator):
         event("a real mirror pod")
         assert result == pod
+        assert not [k for k in _metadata_keys(result) if k.startswith(keys.PREFIX)]
         return
     managed = is_managed(result, catalog)
     event("admitted, managed" if managed else "admitted, not managed")
@@ -138,6 +139,36 @@ def check_admitted(
     else:
         assert set(written) <= {keys.SUBMITTER_ANNOTATION}, written
         assert not marks.counts_for_dispatch(Pod.parse(result))
+
+
+def _metadata_keys(pod: dict[str, Any]) -> list[str]:
+    meta = pod["metadata"]
+    return [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]
+
+
+@SETTINGS
+@given(creators, namespaces(), catalogs(), st.data())
+def test_where_sluicegate_manages_nothing_a_pod_still_carries_no_mark_it_wrote(
+    creator: Creator, namespace: Namespace, catalog: Catalog, data: st.DataObject
+) -> None:
+    """A namespace not opted in (yet): whatever a pod is admitted with would count once the
+    namespace opts in, so it carries none of the keys only Sluicegate writes (but a stamp a
+    trusted controller passes on) and no sluicegate.dev/ gate; it is admitted unchanged."""
+    pod = data.draw(hostile_pods(creator, namespace), "pod")
+    elsewhere = replace(namespace, team=None)
+    decision = run(create_as(pod, creator), elsewhere, catalog)
+    if isinstance(decision, Deny):
+        event("refused where nothing is managed")
+        return
+    event("admitted where nothing is managed")
+    assert decision.patch == ()
+    written = sluicegate_only(pod["metadata"])
+    assert set(written) <= {keys.SUBMITTER_ANNOTATION}, written
+    if written:
+        stamped = Submitter.from_annotation(written[keys.SUBMITTER_ANNOTATION])
+        assert stamped in allowed_submitters(pod, creator, catalog)
+    assert not [g for g in pod["spec"].get("schedulingGates") or [] if g["name"].startswith(keys.PREFIX)]
+    assert not marks.counts_for_dispatch(Pod.parse(pod))
 
 
 def create_as(pod: dict[str, Any], creator: Creator) -> Request:

@@ -53,11 +53,33 @@ DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL
     ("pod", "user", "groups", "outcome"),
     [
         pytest.param(
-            DRESSED_AS_MIRROR,
+            make_pod().gpus(8).mirror(),
             NODE,
             (NODES,),
             Admit(),
             id="a node's mirror pod is the record of a static pod it runs and is left unchanged",
+        ),
+        pytest.param(
+            DRESSED_AS_MIRROR,
+            NODE,
+            (NODES,),
+            Deny(
+                "label sluicegate.dev/queue cannot be set on a mirror pod: Sluicegate does not "
+                "manage static pods, so a mirror pod carries no sluicegate.dev/ labels or "
+                "annotations; remove it from the static pod's manifest"
+            ),
+            id="a node's mirror pod that carries a queue and a team is refused, not counted for them",
+        ),
+        pytest.param(
+            make_pod().gpus(8).mirror().stamped(),
+            NODE,
+            (NODES,),
+            Deny(
+                "annotation sluicegate.dev/admitted-at cannot be set on a mirror pod: Sluicegate "
+                "does not manage static pods, so a mirror pod carries no sluicegate.dev/ labels or "
+                "annotations; remove it from the static pod's manifest"
+            ),
+            id="so is one that carries admission's stamp",
         ),
         pytest.param(
             DRESSED_AS_MIRROR,

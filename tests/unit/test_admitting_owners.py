@@ -87,8 +87,12 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
             JOB_CONTROLLER,
             vision_catalog(policy=make_policy(trustedControllers=[])),
-            FORGED_SUBMITTER,
-            id="a controller the Policy no longer trusts carries no stamp",
+            "system:serviceaccount:kube-system:job-controller created this Pod for a Job whose "
+            "template Sluicegate stamped (sluicegate.dev/submitter), but the Policy does not trust "
+            "system:serviceaccount:kube-system:job-controller: a platform administrator adds it "
+            "to the Policy's spec.trustedControllers",
+            id="a controller the Policy does not trust carries no stamp, and the refusal names the "
+            "missing trust, not the user",
         ),
         pytest.param(
             make_pod().queue("vision-train").owned_by(REPLICA_SET).submitter("alice"),

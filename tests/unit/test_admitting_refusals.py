@@ -54,8 +54,24 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
+            f'queue "vision-trian" is not open to user alice (team vision); {VISION_QUEUES}',
+            id="a queue that does not exist reads as one not open to the user, with the ones to use",
+        ),
+        pytest.param(
+            make_pod().queue("prod-train"),
+            "alice",
+            NS,
+            CATALOG,
+            f'queue "prod-train" is not open to user alice (team vision); {VISION_QUEUES}',
+            id="so that it reads exactly as a queue that exists and is not open to them",
+        ),
+        pytest.param(
+            make_pod().queue("vision-trian"),
+            "alice",
+            make_namespace(allowed_queues=["vision-train", "vision-interactive", "vision-trian"]),
+            CATALOG,
             f'queue "vision-trian" does not exist; {VISION_QUEUES}',
-            id="a queue that does not exist is named, with the ones to use instead",
+            id="a queue the namespace's own list names but that does not exist is said to be missing",
         ),
         pytest.param(
             make_pod().queue("prod-train"),
@@ -234,7 +250,9 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/group-size must be a positive integer, got "0"',
+            "annotation sluicegate.dev/group-size must be a positive integer "
+            "no larger than 2147483647, "
+            'got "0"',
             id="a pod group of zero pods",
         ),
         pytest.param(
@@ -245,7 +263,9 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/workflow-max-running must be a positive integer, got "many"',
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer "
+            "no larger than 2147483647, "
+            'got "many"',
             id="a workflow limit that is not a number",
         ),
         pytest.param(
@@ -253,8 +273,31 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
             "alice",
             NS,
             CATALOG,
-            'annotation sluicegate.dev/workflow-max-running must be a positive integer, got "-2"',
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer "
+            "no larger than 2147483647, "
+            'got "-2"',
             id="a negative workflow limit",
+        ),
+        pytest.param(
+            make_pod()
+            .queue("vision-train")
+            .workflow("sweep")
+            .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "9" * 5000),
+            "alice",
+            NS,
+            CATALOG,
+            "annotation sluicegate.dev/workflow-max-running must be a positive integer no larger "
+            f'than 2147483647, got "{"9" * 37}..." (5000 characters)',
+            id="a workflow limit of five thousand digits is refused, not a crash",
+        ),
+        pytest.param(
+            make_pod().queue("vision-train").group("ring", 2**31),
+            "alice",
+            NS,
+            CATALOG,
+            "annotation sluicegate.dev/group-size must be a positive integer no larger "
+            'than 2147483647, got "2147483648"',
+            id="a group larger than Kubernetes counts is refused",
         ),
         pytest.param(
             make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "2x"}}),

@@ -25,8 +25,9 @@ def put(cache: Cache, kind: str, name: str, version: str, spec: dict[str, Any]) 
 
 def scrape(cache: Cache) -> tuple[CollectorRegistry, dict[str, float]]:
     registry = CollectorRegistry()
-    catalogs.register(registry, cache.catalog)
+    catalogs.register(registry, cache.catalog, lambda: len(cache.policies) > 0)
     values = {
+        "present": registry.get_sample_value("sluicegate_policy_present"),
         "broken": registry.get_sample_value("sluicegate_policy_broken"),
         "closed": registry.get_sample_value("sluicegate_policy_closed"),
         **{kind: registry.get_sample_value("sluicegate_catalog_broken_objects", {"kind": kind})
@@ -40,7 +41,7 @@ def test_a_healthy_catalog_exports_every_series_at_zero() -> None:
     cache = Cache(cast(Connection, None))
     put(cache, "Policy", keys.POLICY_NAME, "1", {"maxRunning": 4})
     _, values = scrape(cache)
-    assert values == {"broken": 0, "closed": 0, "Queue": 0, "Team": 0, "Preset": 0, "Policy": 0}
+    assert values == {"present": 1, "broken": 0, "closed": 0, "Queue": 0, "Team": 0, "Preset": 0, "Policy": 0}
 
 
 def test_a_policy_that_breaks_is_reported_broken_while_the_last_valid_one_stays_in_force() -> None:
@@ -86,3 +87,11 @@ def test_a_catalog_read_before_the_policy_is_listed_is_not_taken_for_the_last_va
     put(cache, "Policy", keys.POLICY_NAME, "1", {"maxRunning": -1, "managedResources": ["amd.com/gpu"]})
     assert registry.get_sample_value("sluicegate_policy_closed") == 1
     assert cache.catalog().manages("amd.com/gpu")
+
+
+def test_a_deleted_policy_is_reported_absent_while_its_defaults_apply() -> None:
+    cache = Cache(cast(Connection, None))
+    _, values = scrape(cache)
+    assert values["present"] == 0
+    assert (values["broken"], values["closed"]) == (0, 0)
+    assert cache.catalog().policy.max_running is None  # Policy(): no global limit

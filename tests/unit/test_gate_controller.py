@@ -309,3 +309,44 @@ async def test_a_pod_of_a_namespace_that_never_opted_in_counts_for_nothing(world
 
     assert world.released() == {"p0", "p1"}
     assert "jumper" in world.api.gated()
+
+
+async def test_running_pods_keep_counting_for_their_team_after_their_namespace_is_relabelled(
+    world: World,
+) -> None:
+    """The namespace of two running pods is relabelled to another team: they still take the
+    queue's two slots, so the queue does not go over its limit."""
+    running = [MakePod(NS, f"r{i}").queue("train").team("vision").gpus(1).created(i).admitted(i)
+               .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":[]}') for i in range(2)]
+    world.submit(*running, MakePod("nlp", "waiting").queue("train").team("nlp").gpus(1).gated()
+                 .created(5).admitted(5))
+    world.controller.belongs = lambda namespace, team: (namespace, team) in {(NS, "nlp"), ("nlp", "nlp")}
+    world.controller.cycle()
+    await world.settle()
+
+    assert "waiting" in world.api.gated()
+
+
+async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(world: World) -> None:
+    world.controller.belongs = lambda namespace, team: namespace == NS and team == "nlp"
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == set()
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "NamespaceLeftTeam")
+    assert condition["message"].startswith(
+        "namespace vision is no longer opted in to team vision, which admitted this pod to queue train")
+
+
+async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: World) -> None:
+    """A queue and a team on a pod never gated (a node's static pod, say) without admission's
+    stamp: nothing was released outside dispatch, so nothing says so."""
+    world.submit(MakePod(NS, "static").queue("train").team("vision").gpus(8).created(0))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.api.condition(NS, "static") is None
+    assert [e for e in world.api.events if e["reason"] == "ReleasedOutsideDispatch"] == []

@@ -151,25 +151,29 @@ def _webhooks() -> list[tuple[str, dict[str, Any]]]:
 
 
 STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev")
+ELSEWHERE = "pods-elsewhere.validate.sluicegate.dev"
 SPARED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "sluicegate-system"]
 
 
-def test_every_webhook_fails_closed_and_only_the_stamp_checks_reach_namespaces_not_opted_in() -> None:
+def test_every_webhook_fails_closed_and_only_the_mark_checks_reach_namespaces_not_opted_in() -> None:
     hooks = _webhooks()
     assert [w["name"] for _, w in hooks] == [
         "pods.mutate.sluicegate.dev", "jobs.mutate.sluicegate.dev", "cronjobs.mutate.sluicegate.dev",
-        "pods.validate.sluicegate.dev", *STAMP_CHECKS,
+        "pods.validate.sluicegate.dev", *STAMP_CHECKS, ELSEWHERE,
     ]
     for kind, hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] <= 5
+        # Every namespace but the system ones and Sluicegate's own, which must never depend on
+        # the webhook being up.
+        spared = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": SPARED_NAMESPACES}
         if hook["name"] in STAMP_CHECKS:
-            # Every namespace but the system ones and Sluicegate's own, which must never
-            # depend on the webhook being up.
-            spared = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": SPARED_NAMESPACES}
             assert hook["namespaceSelector"] == {"matchExpressions": [spared]}
+        elif hook["name"] == ELSEWHERE:
+            not_opted_in = {"key": keys.TEAM_LABEL, "operator": "DoesNotExist"}
+            assert hook["namespaceSelector"] == {"matchExpressions": [not_opted_in, spared]}
         else:
             opted_in = {"key": keys.TEAM_LABEL, "operator": "Exists"}
             assert hook["namespaceSelector"] == {"matchExpressions": [opted_in]}
@@ -189,7 +193,7 @@ def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_st
     for _, hook in _webhooks():
         if hook["name"] in STAMP_CHECKS:
             (condition,) = hook["matchConditions"]
-            assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 3
+            assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 4
 
 
 def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
@@ -199,9 +203,11 @@ def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
         "pods.mutate.sluicegate.dev": [([""], ["pods"], ["CREATE"])],
         "jobs.mutate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.mutate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
-        "pods.validate.sluicegate.dev": [([""], ["pods"], ["CREATE", "UPDATE"])],
+        "pods.validate.sluicegate.dev": [([""], ["pods"], ["CREATE", "UPDATE"]),
+                                         ([""], ["pods/status"], ["UPDATE"])],
         "jobs.validate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.validate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
+        ELSEWHERE: [([""], ["pods"], ["CREATE", "UPDATE"]), ([""], ["pods/status"], ["UPDATE"])],
     }
 
 

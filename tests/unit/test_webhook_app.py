@@ -122,6 +122,21 @@ async def test_a_job_is_stamped_with_its_submitter(client: TestClient[Any, Any])
     assert json.loads(stamp) == {"user": "alice", "groups": ["vision-devs"]}
 
 
+async def test_a_count_of_thousands_of_digits_is_denied_with_a_message_not_answered_500(
+    client: TestClient[Any, Any]
+) -> None:
+    huge = "9" * 5000
+    pod = make_pod().gpus(1).workflow("sweep").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, huge)
+    job = make_job(make_pod().gpus(1).annotation(keys.GROUP_SIZE_ANNOTATION, huge).group("ring").template())
+
+    for doc in (review(pod.obj(), kind=POD), review(job, kind=JOB)):
+        answer = await post(client, "/mutate", doc)
+        assert answer["allowed"] is False
+        assert answer["status"]["code"] == 403
+        assert "must be a positive integer no larger than 2147483647" in answer["status"]["message"]
+        assert len(answer["status"]["message"]) < 300
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

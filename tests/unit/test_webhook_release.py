@@ -44,7 +44,7 @@ async def admitted_and_ungated(client: TestClient[Any, Any]) -> tuple[dict[str, 
 
 
 @pytest.mark.parametrize(("user", "allowed"), [("oncall", True), ("mallory", False)])
-async def test_removing_the_gate_by_hand_needs_release_on_the_queue(
+async def test_removing_the_gate_by_hand_needs_release_on_the_queue_and_the_log_names_who(
     user: str, allowed: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     answers = Answers("oncall")
@@ -52,12 +52,13 @@ async def test_removing_the_gate_by_hand_needs_release_on_the_queue(
     async with TestClient(TestServer(app)) as client:
         admitted, ungated = await admitted_and_ungated(client)
         with caplog.at_level(logging.INFO, logger="webhook.reviewing"):
-            answer = await post(client, "/mutate", review(ungated, kind=POD, operation="UPDATE", user=user,
-                                                          groups=("sre",), old=admitted))
+            # A pod UPDATE reaches only the validating webhook.
+            answer = await post(client, "/validate", review(ungated, kind=POD, operation="UPDATE", user=user,
+                                                            groups=("sre",), old=admitted))
     assert answer["allowed"] is allowed
     assert answers.asked == [({"username": user, "groups": ["sre"]}, "vision-train")]
     released = [r.getMessage() for r in caplog.records if "released pod" in r.getMessage()]
-    line = f"{user} released pod vision-ml/train-0 from queue vision-train by hand"
+    line = f"break glass: {user} released pod vision-ml/train-0 from queue vision-train by hand"
     assert released == ([line] if allowed else [])
 
 
