@@ -67,6 +67,7 @@ class Reading:
     pod: JSON | None = None
     events: tuple[JSON, ...] = ()
     forbidden: str = ""  # why the cluster-wide view could not be read (explain goes on without it)
+    limited: bool = False  # only the catalog and the namespace's pods were read (``read``'s fallback)
 
 
 async def _observe(connection: Connection) -> Observation:
@@ -85,6 +86,30 @@ async def _observe(connection: Connection) -> Observation:
             raise answer
         lists.append(answer)
     queues, teams, presets, policies, namespaces, pods = lists
+    return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
+                       time.time())
+
+
+async def _observe_namespace(connection: Connection, namespace: str) -> Observation:
+    """What a user with read access to the Sluicegate kinds and to one namespace's pods may read:
+    the catalog (with the Queue status the controller writes), that namespace (one GET, not a
+    cluster-wide list) and its managed pods."""
+    queues, teams, presets, policies = await asyncio.gather(
+        list_all(connection, QUEUES),
+        list_all(connection, TEAMS),
+        list_all(connection, PRESETS),
+        list_all(connection, POLICIES, field_selector=f"metadata.name={keys.POLICY_NAME}"),
+    )
+    namespaces: list[JSON] = []
+    pods: list[JSON] = []
+    if namespace:
+        try:
+            namespaces.append(await connection.get(NAMESPACES.path(namespace)))
+        except ApiError as e:
+            if e.status != 403 and not e.not_found:
+                raise
+        pods = await list_all(connection, PODS, namespace=namespace, label_selector=LABEL_SELECTOR,
+                              field_selector=FIELD_SELECTOR)
     return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
                        time.time())
 
@@ -119,11 +144,18 @@ def _run(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T
         raise CommandError(str(e)) from e
 
 
-def read(args: argparse.Namespace) -> Reading:
-    """The cluster-wide view (``queues``, ``pods``)."""
+def read(args: argparse.Namespace, *, needs_namespace: bool = True) -> Reading:
+    """The cluster-wide view (``queues``, ``pods``); when the user may not list every namespace's
+    pods, what they may read (``limited``): the catalog with its status, and the pods of their
+    namespace. ``pods -A`` (``needs_namespace`` and no namespace) then fails as forbidden."""
 
     async def work(connection: Connection, namespace: str) -> Reading:
-        return Reading(await _observe(connection), namespace)
+        try:
+            return Reading(await _observe(connection), namespace)
+        except ApiError as e:
+            if e.status != 403 or (needs_namespace and not namespace):
+                raise
+        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True)
 
     return _run(args, work)
 

@@ -6,8 +6,11 @@ Columns: priority, running/maxRunning, pending workloads, managed GPUs in use/qu
 the oldest pending workload has waited, paused. ``-o wide`` adds the ordering, the pending
 work that can never run under the current limits, and the released pods kube-scheduler cannot
 place. The figures are worked out from the pods as they are now, by the controller's own
-decision (``cli.standings``), not read from the Queue status the controller writes at a
-bounded rate. A queue that pods name but that does not exist is listed with priority ``-``.
+decision, not read from the Queue status the controller writes at a bounded rate. A queue
+that pods name but that does not exist is listed with priority ``-``. A user who may not read
+every namespace's pods (the sample ``sluicegate-reader`` role) gets the Queue status instead,
+as ``kubectl get queues`` prints it, and a note that says so; NEVER-RUN and UNPLACEABLE are
+then unknown (``-``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from cli import clusters
 from cli.commands import Command
-from cli.standings import QueueRow, stand
+from cli.standings import STATUS_NOTE, QueueRow, stand, status_rows
 from cli.tables import age, table
 
 HEADER = ("NAME", "PRIORITY", "RUNNING", "PENDING", "GPUS", "OLDEST-WAIT", "PAUSED")
@@ -45,13 +48,18 @@ def cells(row: QueueRow, wide: bool) -> list[str]:
     out = [row.name, "-" if row.priority is None else str(row.priority), row.running, str(row.pending),
            row.gpus, age(row.oldest_wait), paused]
     if wide:
-        out += [row.ordering, str(row.never), str(row.unplaceable)]
+        out += [row.ordering, "-" if row.never is None else str(row.never),
+                "-" if row.unplaceable is None else str(row.unplaceable)]
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    reading = clusters.read(args)
-    rows = stand(reading.seen).queue_rows()
+    reading = clusters.read(args, needs_namespace=False)
+    if reading.limited:
+        rows = status_rows(reading.seen.queues, reading.seen.now)
+        print(f"Note: {STATUS_NOTE}.", file=sys.stderr)
+    else:
+        rows = stand(reading.seen).queue_rows()
     text = clusters.structured({"queues": [as_json(r) for r in rows]}, args.output)
     if text is None:
         if not rows:
