@@ -19,12 +19,14 @@ from typing import Any, Final, TypeVar
 import yaml
 
 from cli.commands import CommandError
+from cli.leadership import stalled
 from cli.standings import Observation
 from cli.tables import json_text
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR
 from kube.connecting import JSON, ApiError, Connection, KubeError
+from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
-from kube.resources import CORE_EVENTS, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
+from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
 from policy import keys
 
 T = TypeVar("T")
@@ -68,6 +70,7 @@ class Reading:
     events: tuple[JSON, ...] = ()
     forbidden: str = ""  # why the cluster-wide view could not be read (explain goes on without it)
     limited: bool = False  # only the catalog and the namespace's pods were read (``read``'s fallback)
+    stalled: str = ""  # why nothing is being released (no controller holds the Lease), else ""
 
 
 async def _observe(connection: Connection) -> Observation:
@@ -122,6 +125,22 @@ async def _events(connection: Connection, pod: JSON) -> tuple[JSON, ...]:
     return tuple(e for e in found if (e.get("involvedObject") or {}).get("uid") in ("", None, uid))
 
 
+async def _stalled(connection: Connection) -> str:
+    """"" while a gate controller holds its Lease (or the user may not read it), else why nothing
+    is being released (``cli.leadership``)."""
+    lease = LeaseSettings()
+    where = f"{lease.namespace}/{lease.name}"
+    try:
+        found: JSON | None = await connection.get(LEASES.path(lease.name, namespace=lease.namespace))
+    except ApiError as e:
+        if e.status == 403:
+            return ""
+        if not e.not_found:
+            raise
+        found = None
+    return stalled(found, time.time(), where=where)
+
+
 def _forbidden(e: ApiError) -> str:
     return f"not allowed to read the cluster-wide view ({e.message})"
 
@@ -150,12 +169,13 @@ def read(args: argparse.Namespace, *, needs_namespace: bool = True) -> Reading:
     namespace. ``pods -A`` (``needs_namespace`` and no namespace) then fails as forbidden."""
 
     async def work(connection: Connection, namespace: str) -> Reading:
+        why = await _stalled(connection)
         try:
-            return Reading(await _observe(connection), namespace)
+            return Reading(await _observe(connection), namespace, stalled=why)
         except ApiError as e:
             if e.status != 403 or (needs_namespace and not namespace):
                 raise
-        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True)
+        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why)
 
     return _run(args, work)
 
@@ -171,12 +191,13 @@ def read_pod(args: argparse.Namespace, name: str) -> Reading:
                 raise CommandError(f'pod "{name}" not found in namespace {namespace}') from e
             raise
         events = await _events(connection, pod)
+        why = await _stalled(connection)
         try:
             seen = await _observe(connection)
         except ApiError as e:
             if e.status != 403:
                 raise
-            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e))
-        return Reading(seen, namespace, pod, events)
+            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e), stalled=why)
+        return Reading(seen, namespace, pod, events, stalled=why)
 
     return _run(args, work)

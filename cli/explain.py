@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     reading = clusters.read_pod(args, args.pod)
     assert reading.pod is not None
     standing = None if reading.forbidden else stand(reading.seen)
-    story = tell(reading.pod, reading.events, standing, reading.forbidden)
+    story = tell(reading.pod, reading.events, standing, reading.forbidden, stalled=reading.stalled)
     text = clusters.structured(story.as_json(), args.output)
     sys.stdout.write(text if text is not None else render(story))
     return 0

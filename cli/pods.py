@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from cli import clusters
 from cli.commands import Command
-from cli.standings import LIMITED_NOTE, Entry, from_conditions, stand
+from cli.standings import LIMITED_NOTE, RELEASING, Entry, from_conditions, stand
 from cli.tables import age, table
 
 HEADER = ("NAME", "QUEUE", "POSITION", "WAITED", "REASON")
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"Note: {LIMITED_NOTE}.", file=sys.stderr)
     else:
         entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+    if reading.stalled:
+        print(f"Note: {reading.stalled}.", file=sys.stderr)
+        entries = [replace(e, message=reading.stalled) if e.state == RELEASING else e for e in entries]
     text = clusters.structured({"pods": [as_json(e) for e in entries]}, args.output)
     if text is None:
         if not entries:

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Note: {STATUS_NOTE}.", file=sys.stderr)
     else:
         rows = stand(reading.seen).queue_rows()
+    if reading.stalled:
+        print(f"Note: {reading.stalled}.", file=sys.stderr)
     text = clusters.structured({"queues": [as_json(r) for r in rows]}, args.output)
     if text is None:
         if not rows:

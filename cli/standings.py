@@ -28,6 +28,7 @@ from policy.dispatching import Decision, dispatch
 from policy.fields import InvalidObject, Obj
 from policy.model import Namespace, Snapshot, State, Workload
 from policy.quantities import QuantityError
+from policy.usage import tally
 
 HELD = "held"
 RELEASING = "releasing"
@@ -112,7 +113,10 @@ class Standing:
                 and (e.state == RELEASING or (e.position is not None and e.position < entry.position))]
 
     def queue_rows(self) -> list[QueueRow]:
-        snapshot, usage = self.snapshot, self.decision.usage
+        # The cluster as it is: a pod that fits now is still gated, so pending, not running
+        # (the decision's usage counts it as released already).
+        snapshot = self.snapshot
+        usage = tally(snapshot.workloads, snapshot.queues)
         managed = snapshot.policy.managed_resources
         never = self.decision.waiting.impossible()
         unplaceable: dict[str, int] = {}

@@ -16,7 +16,7 @@ place it* (released; the scheduler's words), *running*, *finished*. Pure: no I/O
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -231,7 +231,8 @@ def _timeline(f: _Facts) -> list[Moment]:
     return out
 
 
-def _held(f: _Facts, standing: Standing | None, forbidden: str) -> tuple[str, Hold | None, list[str]]:
+def _held(f: _Facts, standing: Standing | None, forbidden: str,
+          stalled: str) -> tuple[str, Hold | None, list[str]]:
     """The headline, the hold and the notes of a gated pod."""
     entry = standing.entry(f.namespace, f.name) if standing is not None else None
     if standing is None or entry is None:
@@ -242,12 +243,14 @@ def _held(f: _Facts, standing: Standing | None, forbidden: str) -> tuple[str, Ho
         return "held by Sluicegate: not yet explained by the controller", None, notes
     hold = _hold(entry, standing)
     if entry.state == RELEASING:
+        if stalled:
+            return f"held by Sluicegate: it fits now, but {stalled}", replace(hold, message=stalled), []
         return "held by Sluicegate, but it fits now: the controller releases it on its next cycle", hold, []
     return f"held by Sluicegate: {entry.reason}: {entry.message}", hold, []
 
 
 def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: Standing | None,
-         forbidden: str = "") -> Story:
+         forbidden: str = "", *, stalled: str = "") -> Story:
     """The story of ``pod``; ``standing`` is the decision on the whole cluster (None when the
     user may not read it, ``forbidden`` saying why)."""
     f = _Facts.of(pod)
@@ -262,7 +265,9 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
         state, headline = FINISHED, f"finished: {f.phase} at {when(ended_at) or '?'}{ran}"
     elif f.gated:
         state = HELD_STATE
-        headline, hold, notes = _held(f, standing, forbidden)
+        headline, hold, notes = _held(f, standing, forbidden, stalled)
+        if stalled and stalled not in headline:
+            notes = [*notes, stalled]
     elif not f.node and f.unschedulable:
         assert f.scheduled is not None
         state = UNPLACEABLE_STATE
@@ -307,7 +312,7 @@ def render(story: Story) -> str:
         lines += ["", "Waiting:"]
         where = f"position {h.position} of {h.waiting_in_queue}" if h.position else "next"
         lines.append(f"  {where} in its queue; {h.queue_figures}")
-        lines.append(f"  reason {h.reason}: {h.message}")
+        lines.append(f"  reason {h.reason}: {h.message}" if h.reason else f"  {h.message}")
         if h.ahead:
             lines.append(f"  ahead of it{_more(h.ahead, h.ahead_count)}:")
             lines += [f"    {a}" for a in h.ahead]

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from cli.standings import HELD, UNDECIDED, UNPLACEABLE_STATE, Observation, from_conditions, status_rows
+from cli.leadership import stalled
+from cli.standings import HELD, UNDECIDED, UNPLACEABLE_STATE, Observation, from_conditions, stand, status_rows
+from cli.stories import render, tell
 from kube.connecting import ConfigurationError
 from kube.reading import check_kubeconfig, impersonation
 from policy import keys
@@ -110,3 +112,34 @@ def test_a_malformed_kubeconfig_through_the_command_is_one_line_and_exit_1(
     assert err.startswith(f"sluicegate: kubeconfig {path}: not valid YAML (line ") and err.count("\n") == 1
     assert main(["pods", "--kubeconfig", "/dev/null"]) == 1
     assert capsys.readouterr().err == "sluicegate: kubeconfig /dev/null: is empty\n"
+
+
+def lease(holder: str, renewed: str, seconds: int = 15) -> Obj:
+    return {"spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": seconds}}
+
+
+def test_a_lease_renewed_within_its_duration_means_a_controller_is_at_work() -> None:
+    now = datetime.fromisoformat("2026-01-01T00:00:10+00:00").timestamp()
+    assert stalled(lease("c-1", "2026-01-01T00:00:00.000000Z"), now, where="ns/l") == ""
+    assert stalled(lease("c-1", "2026-01-01T00:00:00.000000Z", 5), now, where="ns/l") == (
+        "no gate controller holds the lease (since 2026-01-01T00:00:05Z): nothing is being released")
+    assert stalled(lease("", "2026-01-01T00:00:00.000000Z", 1), now, where="ns/l") == (
+        "no gate controller holds the lease (since 2026-01-01T00:00:00Z): nothing is being released")
+    assert stalled(None, now, where="ns/l") == (
+        "no gate controller holds the lease (there is no Lease ns/l): nothing is being released")
+
+
+def test_a_pod_that_fits_now_counts_as_pending_and_without_a_controller_is_not_about_to_go() -> None:
+    seen = Observation(queues=[MakeQueue("train").max_running(8).obj()],
+                       namespaces=[MakeNamespace("vision-research").team("vision").obj()],
+                       pods=[pod("dead-1", "train", at=1).gated().obj()], now=T0 + 70)
+    standing = stand(seen)
+    (row,) = standing.queue_rows()
+    assert (row.running, row.pending, row.gpus, row.oldest_wait) == ("0/8", 1, "0/-", 69.0)
+    gone = "no gate controller holds the lease (since 2026-01-01T00:00:05Z): nothing is being released"
+    story = tell(seen.pods[0], (), standing, stalled=gone)
+    assert story.headline == f"held by Sluicegate: it fits now, but {gone}"
+    text = render(story)
+    assert f"\n  {gone}\n" in text and "reason :" not in text and "running 0/8" in text
+    fine = render(tell(seen.pods[0], (), standing))
+    assert "\n  fits now: the controller releases it on its next cycle\n" in fine and "reason :" not in fine
