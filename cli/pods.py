@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from cli import clusters
-from cli.commands import Command
+from cli.commands import Command, CommandError
 from cli.standings import LIMITED_NOTE, RELEASING, Entry, from_conditions, stand
 from cli.tables import age, table
 
@@ -54,6 +54,9 @@ def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     reading = clusters.read(args)
+    names = {str((q.get("metadata") or {}).get("name") or "") for q in reading.seen.queues}
+    if args.queue and args.queue not in names:
+        raise CommandError(f'queue "{args.queue}" does not exist')
     if reading.limited:
         entries = [e for e in from_conditions(reading.seen) if not args.queue or e.queue == args.queue]
         print(f"Note: {LIMITED_NOTE}.", file=sys.stderr)

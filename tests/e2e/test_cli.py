@@ -122,6 +122,9 @@ def test_a_pod_that_does_not_exist_is_one_line_on_stderr(scene: Scene, cluster: 
     result = run(f"kubectl sluicegate explain nothing-here -n {ns}", shell_env(cluster))
     assert result.returncode == 1
     assert result.stderr.strip() == f'sluicegate: pod "nothing-here" not found in namespace {ns}'
+    nosuch = run(f"sluicegate pods -A -q nosuchq-{scene.id}", shell_env(cluster))
+    assert nosuch.returncode == 1
+    assert nosuch.stderr == f'sluicegate: queue "nosuchq-{scene.id}" does not exist\n'
 
 
 def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
