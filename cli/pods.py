@@ -54,14 +54,17 @@ def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     reading = clusters.read(args)
-    names = {str((q.get("metadata") or {}).get("name") or "") for q in reading.seen.queues}
-    if args.queue and args.queue not in names:
-        raise CommandError(f'queue "{args.queue}" does not exist')
     if reading.limited:
         entries = [e for e in from_conditions(reading.seen) if not args.queue or e.queue == args.queue]
         print(f"Note: {LIMITED_NOTE}.", file=sys.stderr)
     else:
         entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+    names = {str((q.get("metadata") or {}).get("name") or "") for q in reading.seen.queues}
+    if args.queue and args.queue not in names:
+        if not entries:
+            raise CommandError(f'queue "{args.queue}" does not exist')
+        print(f'Note: queue "{args.queue}" does not exist; its pods wait until it is created.',
+              file=sys.stderr)
     if reading.stalled:
         print(f"Note: {reading.stalled}.", file=sys.stderr)
         entries = [replace(e, message=reading.stalled) if e.state == RELEASING else e for e in entries]
