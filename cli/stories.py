@@ -268,13 +268,21 @@ def _held(f: _Facts, standing: Standing | None, forbidden: str,
 
 
 def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: Standing | None,
-         forbidden: str = "", *, stalled: str = "") -> Story:
+         forbidden: str = "", *, stalled: str = "", connected: bool | None = None) -> Story:
     """The story of ``pod``; ``standing`` is the decision on the whole cluster (None when the
     user may not read it, ``forbidden`` saying why)."""
     f = _Facts.of(pod)
     timeline = _timeline(f, events)
     notes: list[str] = []
     hold = None
+    if connected is False:
+        state = UNMANAGED
+        headline = f"namespace {f.namespace} is not connected to Sluicegate (no {keys.TEAM_LABEL} label)"
+        facts = [(k, f"{v} (label ignored)" if k in ("Queue", "Team") and v != "-" else v)
+                 for k, v in _facts(f)]
+        return Story(f"{f.namespace}/{f.name}", state, headline, tuple(facts),
+                     tuple(m for m in timeline if not m.what.startswith("admitted to queue")), None,
+                     _event_moments(events), ())
     if not f.managed:
         state, headline = UNMANAGED, "not managed by Sluicegate (no queue and team labels)"
     elif f.phase in ("Succeeded", "Failed"):

@@ -18,8 +18,9 @@ def hold_event(reason: str, message: str, at: float) -> Obj:
 
 
 def test_a_released_pod_keeps_why_it_waited_from_the_controllers_events_in_time_order() -> None:
-    released = MakePod("vision-research", "trial-15").queue("sweeps").team("vision").gpus(1) \
-        .created(0).admitted(0).annotation(keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 20)).running("n1").obj()
+    released = (MakePod("vision-research", "trial-15").queue("sweeps").team("vision").gpus(1)
+                .created(0).admitted(0).annotation(keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 20))
+                .running("n1").obj())
     events = [hold_event("GlobalLimit", "cluster: 32/32 running", 9),
               hold_event("WorkflowLimit", "workflow vision-research/lr-sweep: 4/4 running", 1)]
     text = render(tell(released, events, None))
@@ -45,3 +46,11 @@ def test_a_failed_pod_says_why_in_its_first_line() -> None:
     story = tell(failed, [], None)
     assert story.state == FINISHED
     assert story.headline.startswith("finished: Failed (OOMKilled, exit code 137: boom) at ")
+
+
+def test_a_pod_in_a_namespace_without_the_team_label_is_said_to_be_outside_sluicegate() -> None:
+    free = MakePod("plain", "free-1").queue("whatever").gpus(1).obj()
+    story = tell(free, [], None, connected=False)
+    assert story.headline == f"namespace plain is not connected to Sluicegate (no {keys.TEAM_LABEL} label)"
+    assert ("Queue", "whatever (label ignored)") in story.facts
+    assert "admitted to queue" not in render(story) and "Waiting:" not in render(story)
