@@ -79,7 +79,7 @@ class Story:
                     "running": list(h.running), "runningCount": h.running_count, "queue": h.queue_figures}
         return {
             "pod": self.pod, "state": self.state, "headline": self.headline,
-            "facts": {k: v for k, v in self.facts},
+            "facts": {k.lower().replace(" ", "_"): v for k, v in self.facts},  # stable keys: "queue", "node"
             "timeline": [{"time": when(m.at), "what": m.what} for m in self.timeline],
             "hold": hold,
             "events": [{"time": when(m.at), "what": m.what} for m in self.events],

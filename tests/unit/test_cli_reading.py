@@ -143,3 +143,14 @@ def test_a_pod_that_fits_now_counts_as_pending_and_without_a_controller_is_not_a
     assert f"\n  {gone}\n" in text and "reason :" not in text and "running 0/8" in text
     fine = render(tell(seen.pods[0], (), standing))
     assert "\n  fits now: the controller releases it on its next cycle\n" in fine and "reason :" not in fine
+
+
+def test_queues_as_json_give_numbers_and_null_where_there_is_no_limit() -> None:
+    from cli.queues import as_json
+
+    train = MakeQueue("train").max_running(8).obj()
+    train["status"] = {"pending": 1, "display": {"running": "3/8", "gpus": "12/-"}}
+    (row,) = status_rows([train], T0)
+    shown = as_json(row)
+    figures = (shown["running"], shown["maxRunning"], shown["gpusUsed"], shown["gpuQuota"], shown["pending"])
+    assert figures == (3, 8, 12, None, 1)
