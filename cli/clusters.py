@@ -19,12 +19,14 @@ from typing import Any, Final, TypeVar
 import yaml
 
 from cli.commands import CommandError
+from cli.leadership import stalled
 from cli.standings import Observation
 from cli.tables import json_text
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR
 from kube.connecting import JSON, ApiError, Connection, KubeError
+from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
-from kube.resources import CORE_EVENTS, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
+from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
 from policy import keys
 
 T = TypeVar("T")
@@ -67,6 +69,8 @@ class Reading:
     pod: JSON | None = None
     events: tuple[JSON, ...] = ()
     forbidden: str = ""  # why the cluster-wide view could not be read (explain goes on without it)
+    limited: bool = False  # only the catalog and the namespace's pods were read (``read``'s fallback)
+    stalled: str = ""  # why nothing is being released (no controller holds the Lease), else ""
 
 
 async def _observe(connection: Connection) -> Observation:
@@ -89,12 +93,52 @@ async def _observe(connection: Connection) -> Observation:
                        time.time())
 
 
+async def _observe_namespace(connection: Connection, namespace: str) -> Observation:
+    """What a user with read access to the Sluicegate kinds and to one namespace's pods may read:
+    the catalog (with the Queue status the controller writes), that namespace (one GET, not a
+    cluster-wide list) and its managed pods."""
+    queues, teams, presets, policies = await asyncio.gather(
+        list_all(connection, QUEUES),
+        list_all(connection, TEAMS),
+        list_all(connection, PRESETS),
+        list_all(connection, POLICIES, field_selector=f"metadata.name={keys.POLICY_NAME}"),
+    )
+    namespaces: list[JSON] = []
+    pods: list[JSON] = []
+    if namespace:
+        try:
+            namespaces.append(await connection.get(NAMESPACES.path(namespace)))
+        except ApiError as e:
+            if e.status != 403 and not e.not_found:
+                raise
+        pods = await list_all(connection, PODS, namespace=namespace, label_selector=LABEL_SELECTOR,
+                              field_selector=FIELD_SELECTOR)
+    return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
+                       time.time())
+
+
 async def _events(connection: Connection, pod: JSON) -> tuple[JSON, ...]:
     meta = pod.get("metadata") or {}
     namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
     selector = f"involvedObject.name={name},involvedObject.namespace={namespace}"
     found = await list_all(connection, CORE_EVENTS, namespace=namespace, field_selector=selector)
     return tuple(e for e in found if (e.get("involvedObject") or {}).get("uid") in ("", None, uid))
+
+
+async def _stalled(connection: Connection) -> str:
+    """"" while a gate controller holds its Lease (or the user may not read it), else why nothing
+    is being released (``cli.leadership``)."""
+    lease = LeaseSettings()
+    where = f"{lease.namespace}/{lease.name}"
+    try:
+        found: JSON | None = await connection.get(LEASES.path(lease.name, namespace=lease.namespace))
+    except ApiError as e:
+        if e.status == 403:
+            return ""
+        if not e.not_found:
+            raise
+        found = None
+    return stalled(found, time.time(), where=where)
 
 
 def _forbidden(e: ApiError) -> str:
@@ -119,11 +163,19 @@ def _run(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T
         raise CommandError(str(e)) from e
 
 
-def read(args: argparse.Namespace) -> Reading:
-    """The cluster-wide view (``queues``, ``pods``)."""
+def read(args: argparse.Namespace, *, needs_namespace: bool = True) -> Reading:
+    """The cluster-wide view (``queues``, ``pods``); when the user may not list every namespace's
+    pods, what they may read (``limited``): the catalog with its status, and the pods of their
+    namespace. ``pods -A`` (``needs_namespace`` and no namespace) then fails as forbidden."""
 
     async def work(connection: Connection, namespace: str) -> Reading:
-        return Reading(await _observe(connection), namespace)
+        why = await _stalled(connection)
+        try:
+            return Reading(await _observe(connection), namespace, stalled=why)
+        except ApiError as e:
+            if e.status != 403 or (needs_namespace and not namespace):
+                raise
+        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why)
 
     return _run(args, work)
 
@@ -139,12 +191,13 @@ def read_pod(args: argparse.Namespace, name: str) -> Reading:
                 raise CommandError(f'pod "{name}" not found in namespace {namespace}') from e
             raise
         events = await _events(connection, pod)
+        why = await _stalled(connection)
         try:
             seen = await _observe(connection)
         except ApiError as e:
             if e.status != 403:
                 raise
-            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e))
-        return Reading(seen, namespace, pod, events)
+            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e), stalled=why)
+        return Reading(seen, namespace, pod, events, stalled=why)
 
     return _run(args, work)

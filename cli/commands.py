@@ -2,25 +2,29 @@
 
 A ``Command`` names itself, adds its own arguments, and runs with the parsed arguments,
 returning the exit status. A command with ``subcommands`` is a group (``records synth``,
-later ``records export``). Expected failures raise ``CommandError`` (or one of the errors in
-``EXPECTED``); ``main`` prints them as one line on stderr and exits 1, never with a traceback.
+later ``records export``). Expected failures raise ``CommandError`` (or one of the errors
+``expected()`` lists); ``main`` prints them as one line on stderr and exits 1, never with a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from records.trace import TraceError
-from simulator.setups import SetupError
 
 
 class CommandError(Exception):
     """A command cannot do what was asked; the message says why, for the user."""
 
 
-EXPECTED: tuple[type[Exception], ...] = (CommandError, TraceError, SetupError)
+def expected() -> tuple[type[Exception], ...]:
+    """The errors ``main`` prints as one line (loaded on first use, so that ``sluicegate --help``
+    needs neither the trace nor the setup module)."""
+    from records.trace import TraceError
+    from simulator.setups import SetupError
+
+    return (CommandError, TraceError, SetupError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +37,19 @@ class Command:
     description: str = ""
 
 
+def for_people(doc: str) -> str:
+    """A module's docstring as help text: no references to the code (``(``cli.x``)``), and
+    literals in plain quotes rather than reStructuredText's double backticks."""
+    doc = re.sub(r"\s*\(``[a-z_]+(\.[a-z_]+)+``\)", "", doc)
+    return doc.replace("``", "'")
+
+
 def add(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], command: Command) -> None:
     """Add ``command`` (and its subcommands) to a parser's subcommands."""
     parser = subparsers.add_parser(
         command.name,
         help=command.help,
-        description=command.description or command.help,
+        description=for_people(command.description or command.help),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     if command.configure is not None:

@@ -30,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     reading = clusters.read_pod(args, args.pod)
     assert reading.pod is not None
     standing = None if reading.forbidden else stand(reading.seen)
-    story = tell(reading.pod, reading.events, standing, reading.forbidden)
+    connected = None
+    if not reading.forbidden:  # the opted-in namespaces were read: is the pod's one of them?
+        namespace = str((reading.pod.get("metadata") or {}).get("namespace") or "")
+        connected = any((ns.get("metadata") or {}).get("name") == namespace for ns in reading.seen.namespaces)
+    story = tell(reading.pod, reading.events, standing, reading.forbidden, stalled=reading.stalled,
+                 connected=connected)
     text = clusters.structured(story.as_json(), args.output)
     sys.stdout.write(text if text is not None else render(story))
     return 0

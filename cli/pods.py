@@ -6,20 +6,24 @@ Pods held by Sluicegate come in the order the controller would release them: hig
 priority first, queues of equal priority taking turns, each queue in its own order (pod
 priority, then submission). POSITION is the pod's place among the workloads waiting in its
 queue; REASON and MESSAGE are the Dispatched condition's, worked out now by the controller's
-own decision (``cli.standings``). A pod that fits now is about to be released (reason ``-``).
+own decision. A pod that fits now is about to be released (reason ``-``).
 Pods released but not placed by kube-scheduler come last, as ``Dispatched`` with the
-scheduler's words: those wait for Kubernetes, not for Sluicegate.
+scheduler's words: those wait for Kubernetes, not for Sluicegate. A user who may read only
+their own namespaces' pods (the sample ``sluicegate-reader`` role with ``edit`` in a team's
+namespace) gets that namespace's pending pods with the reason and message of their Dispatched
+condition, without position, and a note that says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from cli import clusters
-from cli.commands import Command
-from cli.standings import Entry, stand
+from cli.commands import Command, CommandError
+from cli.standings import LIMITED_NOTE, RELEASING, Entry, from_conditions, stand
 from cli.tables import age, table
 
 HEADER = ("NAME", "QUEUE", "POSITION", "WAITED", "REASON")
@@ -50,7 +54,20 @@ def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     reading = clusters.read(args)
-    entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+    if reading.limited:
+        entries = [e for e in from_conditions(reading.seen) if not args.queue or e.queue == args.queue]
+        print(f"Note: {LIMITED_NOTE}.", file=sys.stderr)
+    else:
+        entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+    names = {str((q.get("metadata") or {}).get("name") or "") for q in reading.seen.queues}
+    if args.queue and args.queue not in names:
+        if not entries:
+            raise CommandError(f'queue "{args.queue}" does not exist')
+        print(f'Note: queue "{args.queue}" does not exist; its pods wait until it is created.',
+              file=sys.stderr)
+    if reading.stalled:
+        print(f"Note: {reading.stalled}.", file=sys.stderr)
+        entries = [replace(e, message=reading.stalled) if e.state == RELEASING else e for e in entries]
     text = clusters.structured({"pods": [as_json(e) for e in entries]}, args.output)
     if text is None:
         if not entries:

@@ -6,7 +6,7 @@
 ``--since`` is a length of time back from the end of the records (``7d``, ``36h``) or an RFC
 3339 time; without it the period is everything the records hold. Records come from a trace
 file (``--trace``), else from the recorder in the cluster, through the API server's service
-proxy with the user's kubeconfig (``records.sources``, ``cli.recorder``).
+proxy with the user's kubeconfig.
 """
 
 from __future__ import annotations

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from extender.assumptions import Assumptions
 from extender.conditions import UNPLACEABLE
 from extender.managed import ManagedPod, managed_pod
 from extender.snapshots import SnapshotBuilder
 from extender.statuses import display
+from policy import fields
 from policy.catalog import Catalog
 from policy.dispatching import Decision, dispatch
 from policy.fields import InvalidObject, Obj
 from policy.model import Namespace, Snapshot, State, Workload
 from policy.quantities import QuantityError
+from policy.usage import tally
 
 HELD = "held"
 RELEASING = "releasing"
@@ -56,8 +59,8 @@ class QueueRow:
     oldest_wait: float | None  # seconds the oldest pending workload has waited
     paused: bool
     ordering: str
-    never: int  # pending workloads that can never run under the current limits
-    unplaceable: int  # released pods kube-scheduler cannot place
+    never: int | None  # pending workloads that can never run under the current limits (None: unknown)
+    unplaceable: int | None  # released pods kube-scheduler cannot place (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,10 @@ class Standing:
                 and (e.state == RELEASING or (e.position is not None and e.position < entry.position))]
 
     def queue_rows(self) -> list[QueueRow]:
-        snapshot, usage = self.snapshot, self.decision.usage
+        # The cluster as it is: a pod that fits now is still gated, so pending, not running
+        # (the decision's usage counts it as released already).
+        snapshot = self.snapshot
+        usage = tally(snapshot.workloads, snapshot.queues)
         managed = snapshot.policy.managed_resources
         never = self.decision.waiting.impossible()
         unplaceable: dict[str, int] = {}
@@ -167,6 +173,73 @@ def stand(seen: Observation) -> Standing:
     decision = dispatch(snapshot)
     return Standing(snapshot, decision, catalog, _entries(snapshot, decision, managed),
                     tuple(unreadable), _running(snapshot))
+
+
+UNDECIDED: Final = "not yet decided by the controller"
+LIMITED_NOTE: Final = ("from the pods' Dispatched conditions: positions unknown (not allowed to read "
+                       "every namespace's pods)")
+STATUS_NOTE: Final = ("from the Queue status the controller writes (not allowed to read every "
+                      "namespace's pods)")
+
+
+def from_conditions(seen: Observation) -> tuple[Entry, ...]:
+    """The pending pods of what was seen (one namespace's), as their Dispatched condition says:
+    the fallback when the controller's decision cannot be taken again for want of every
+    namespace's pods. No position: that needs the whole queue."""
+    catalog = Catalog.from_objects(queues=seen.queues, teams=seen.teams, presets=seen.presets,
+                                   policy=seen.policy)
+    resources = catalog.policy.managed_resources
+    teams = _belongs(seen.namespaces)
+    held: list[Entry] = []
+    unplaceable: list[Entry] = []
+    for obj in seen.pods:
+        try:
+            m = managed_pod(obj)
+        except (InvalidObject, QuantityError):
+            continue
+        pod = m.pod
+        if teams.get(pod.namespace) != pod.team or pod.terminal or not m.marked:
+            continue
+        gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
+        workflow = f"{pod.namespace}/{pod.workflow}" if pod.workflow else ""
+        waited = max(0.0, seen.now - pod.created)
+        if pod.gated:
+            c = m.condition
+            decided = c is not None and c.status == "False"
+            reason, message = (c.reason, c.message) if c is not None and decided else ("", UNDECIDED)
+            held.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, HELD, reason, message, None,
+                              waited, gpus, pod.priority, workflow, pod.key))
+        elif not pod.node_name and pod.unschedulable:
+            unplaceable.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, UNPLACEABLE_STATE,
+                                     "Dispatched", UNPLACEABLE + pod.unschedulable, None, waited, gpus,
+                                     pod.priority, workflow, pod.key))
+    held.sort(key=lambda e: (e.queue, -e.priority, -e.waited, e.name))
+    unplaceable.sort(key=lambda e: e.key)
+    return (*held, *unplaceable)
+
+
+def status_rows(queues: Iterable[Obj], now: float) -> list[QueueRow]:
+    """Every queue as the controller last wrote its status (what ``kubectl get queues`` prints):
+    the fallback for a user who may not read every namespace's pods."""
+    rows = []
+    for obj in queues:
+        meta, spec, status = (fields.obj(obj.get(k)) for k in ("metadata", "spec", "status"))
+        shown = fields.obj(status.get("display"))
+        try:
+            oldest_at = fields.timestamp(status.get("oldestPendingTime"), "status.oldestPendingTime")
+        except InvalidObject:
+            oldest_at = 0.0
+        priority = spec.get("priority")
+        pending = status.get("pending")
+        rows.append(QueueRow(
+            name=str(meta.get("name") or ""), priority=priority if isinstance(priority, int) else 0,
+            running=str(shown.get("running") or "-"), pending=pending if isinstance(pending, int) else 0,
+            gpus=str(shown.get("gpus") or "-"), oldest_wait=max(0.0, now - oldest_at) if oldest_at else None,
+            paused=spec.get("paused") is True, ordering=str(spec.get("ordering") or "-"),
+            never=None, unplaceable=None,
+        ))
+    rows.sort(key=lambda r: (-(r.priority or 0), r.name))
+    return rows
 
 
 def _running(snapshot: Snapshot) -> dict[str, tuple[Workload, ...]]:

@@ -16,7 +16,7 @@ place it* (released; the scheduler's words), *running*, *finished*. Pure: no I/O
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,7 +79,7 @@ class Story:
                     "running": list(h.running), "runningCount": h.running_count, "queue": h.queue_figures}
         return {
             "pod": self.pod, "state": self.state, "headline": self.headline,
-            "facts": {k: v for k, v in self.facts},
+            "facts": {k.lower().replace(" ", "_"): v for k, v in self.facts},  # stable keys: "queue", "node"
             "timeline": [{"time": when(m.at), "what": m.what} for m in self.timeline],
             "hold": hold,
             "events": [{"time": when(m.at), "what": m.what} for m in self.events],
@@ -194,18 +194,36 @@ def _facts(f: _Facts) -> list[tuple[str, str]]:
     return [*out, ("Node", f.node or "-"), ("Phase", f.phase)]
 
 
-def _timeline(f: _Facts) -> list[Moment]:
+def _holds(events: Sequence[Mapping[str, Any]]) -> list[Moment]:
+    """Every hold the controller evented (``Hold``, with the condition's reason and message),
+    in time order: the condition keeps only the last, and is overwritten on release."""
+    reasons = {r.value for r in keys.Reason}
+    out = []
+    for e in events:
+        if e.get("action") == "Hold" or e.get("reason") in reasons:
+            at = (_instant(e.get("eventTime")) or _instant(e.get("firstTimestamp"))
+                  or _instant(fields.obj(e.get("metadata")).get("creationTimestamp")))
+            out.append(Moment(at, f"held: {e.get('reason')}: {e.get('message') or ''}"))
+    out.sort(key=lambda m: (m.at is None, m.at or 0.0))
+    return out
+
+
+def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Moment]:
     """In the order of a pod's life, not by time: creationTimestamp and the scheduler's
-    conditions have one-second resolution, the admission and release stamps microseconds."""
+    conditions have one-second resolution, the admission and release stamps microseconds.
+    Why it was held comes from the controller's events, and from its condition while held."""
     said = f"submitted by {f.submitter.user}" if f.submitter else "created"
     out = [Moment(f.created, f"{said} in namespace {f.namespace}")]
     if f.managed:
         applied = f"; presets applied: {f.presets}" if f.presets else "; no presets"
         out.append(Moment(f.admitted or f.created,
                           f"admitted to queue {f.queue} (team {f.team}){applied}; gate {keys.GATE} added"))
+    holds = _holds(events)
+    out += holds
     if f.dispatched is not None and f.dispatched.get("status") == "False":
-        out.append(Moment(_instant(f.dispatched.get("lastTransitionTime")),
-                          f"held: {f.dispatched.get('reason')}: {f.dispatched.get('message')}"))
+        line = f"held: {f.dispatched.get('reason')}: {f.dispatched.get('message')}"
+        if all(m.what != line for m in holds):
+            out.append(Moment(_instant(f.dispatched.get("lastTransitionTime")), line))
     if not f.gated and f.managed:
         if f.released is not None:
             since = f.admitted or f.created
@@ -231,7 +249,8 @@ def _timeline(f: _Facts) -> list[Moment]:
     return out
 
 
-def _held(f: _Facts, standing: Standing | None, forbidden: str) -> tuple[str, Hold | None, list[str]]:
+def _held(f: _Facts, standing: Standing | None, forbidden: str,
+          stalled: str) -> tuple[str, Hold | None, list[str]]:
     """The headline, the hold and the notes of a gated pod."""
     entry = standing.entry(f.namespace, f.name) if standing is not None else None
     if standing is None or entry is None:
@@ -242,27 +261,39 @@ def _held(f: _Facts, standing: Standing | None, forbidden: str) -> tuple[str, Ho
         return "held by Sluicegate: not yet explained by the controller", None, notes
     hold = _hold(entry, standing)
     if entry.state == RELEASING:
+        if stalled:
+            return f"held by Sluicegate: it fits now, but {stalled}", replace(hold, message=stalled), []
         return "held by Sluicegate, but it fits now: the controller releases it on its next cycle", hold, []
     return f"held by Sluicegate: {entry.reason}: {entry.message}", hold, []
 
 
 def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: Standing | None,
-         forbidden: str = "") -> Story:
+         forbidden: str = "", *, stalled: str = "", connected: bool | None = None) -> Story:
     """The story of ``pod``; ``standing`` is the decision on the whole cluster (None when the
     user may not read it, ``forbidden`` saying why)."""
     f = _Facts.of(pod)
-    timeline = _timeline(f)
+    timeline = _timeline(f, events)
     notes: list[str] = []
     hold = None
+    if connected is False:
+        state = UNMANAGED
+        headline = f"namespace {f.namespace} is not connected to Sluicegate (no {keys.TEAM_LABEL} label)"
+        facts = [(k, f"{v} (label ignored)" if k in ("Queue", "Team") and v != "-" else v)
+                 for k, v in _facts(f)]
+        return Story(f"{f.namespace}/{f.name}", state, headline, tuple(facts),
+                     tuple(m for m in timeline if not m.what.startswith("admitted to queue")), None,
+                     _event_moments(events), ())
     if not f.managed:
         state, headline = UNMANAGED, "not managed by Sluicegate (no queue and team labels)"
     elif f.phase in ("Succeeded", "Failed"):
         ended_at = max((m.at for m in timeline if m.at is not None), default=None)
         ran = f", ran on node {f.node}" if f.node else ""
-        state, headline = FINISHED, f"finished: {f.phase} at {when(ended_at) or '?'}{ran}"
+        state, headline = FINISHED, f"finished: {f.phase}{_why_failed(f)} at {when(ended_at) or '?'}{ran}"
     elif f.gated:
         state = HELD_STATE
-        headline, hold, notes = _held(f, standing, forbidden)
+        headline, hold, notes = _held(f, standing, forbidden, stalled)
+        if stalled and stalled not in headline:
+            notes = [*notes, stalled]
     elif not f.node and f.unschedulable:
         assert f.scheduled is not None
         state = UNPLACEABLE_STATE
@@ -278,6 +309,25 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
         state, headline = STARTING, f"placed on node {f.node}; starting"
     return Story(f"{f.namespace}/{f.name}", state, headline, tuple(_facts(f)), tuple(timeline), hold,
                  _event_moments(events), tuple(notes))
+
+
+def _why_failed(f: _Facts) -> str:
+    """`` (OOMKilled, exit code 137: boom)`` for a failed pod: its containers' ends that were not
+    clean, and the pod's own reason and message; "" for a pod that succeeded."""
+    if f.phase != "Failed":
+        return ""
+    why = []
+    for cs in map(fields.obj, f.status.get("containerStatuses") or ()):
+        ended = fields.obj(fields.obj(cs.get("state")).get("terminated"))
+        if ended and ended.get("exitCode") != 0:
+            why.append(f"{ended.get('reason') or 'Error'}, exit code {ended.get('exitCode')}")
+    reason, message = f.status.get("reason"), f.status.get("message")
+    if reason and all(str(reason) not in w for w in why):
+        why.insert(0, str(reason))
+    said = ", ".join(why)
+    if message:
+        said = f"{said}: {message}" if said else str(message)
+    return f" ({said})" if said else ""
 
 
 def _event_moments(events: Sequence[Mapping[str, Any]]) -> tuple[Moment, ...]:
@@ -307,7 +357,7 @@ def render(story: Story) -> str:
         lines += ["", "Waiting:"]
         where = f"position {h.position} of {h.waiting_in_queue}" if h.position else "next"
         lines.append(f"  {where} in its queue; {h.queue_figures}")
-        lines.append(f"  reason {h.reason}: {h.message}")
+        lines.append(f"  reason {h.reason}: {h.message}" if h.reason else f"  {h.message}")
         if h.ahead:
             lines.append(f"  ahead of it{_more(h.ahead, h.ahead_count)}:")
             lines += [f"    {a}" for a in h.ahead]

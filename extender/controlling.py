@@ -421,7 +421,11 @@ class GateController:
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
-                if self.explainer.shows(found, "False", reason.value, never=never):
+                # QueuePaused covers a paused queue and a missing one: its message (no numbers)
+                # is rewritten when it changes between the two.
+                if self.explainer.shows(found, "False", reason.value, never=never) and (
+                        reason is not keys.Reason.QUEUE_PAUSED
+                        or self.explainer.says(found, waiting[key].message)):
                     continue
                 if mono < first + after:
                     due = min(due, first + after)

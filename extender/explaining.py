@@ -119,6 +119,12 @@ class Explainer:
         return (found is not None and found.status == status and found.reason == reason
                 and found.message.startswith(NEVER) == never)
 
+    def says(self, managed: ManagedPod, message: str) -> bool:
+        """The condition, as it is or will be, has this message (for reasons whose message has
+        no numbers, so a change of message is a change of meaning)."""
+        current = self.current(managed)
+        return current is not None and current.message == message[:MESSAGE_CHARACTERS]
+
     def shows_dispatched(self, managed: ManagedPod) -> bool:
         """The condition, as it is or will be, is True and does not say "waiting for Kubernetes"."""
         written = self._written.get(managed.uid)

@@ -15,6 +15,7 @@ from tests.doc_commands import run, shell_env
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import Scene
 
+SAMPLE_ACCESS = Path(__file__).parents[2] / "manifests" / "samples" / "access.yaml"
 UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
 
 
@@ -121,6 +122,9 @@ def test_a_pod_that_does_not_exist_is_one_line_on_stderr(scene: Scene, cluster: 
     result = run(f"kubectl sluicegate explain nothing-here -n {ns}", shell_env(cluster))
     assert result.returncode == 1
     assert result.stderr.strip() == f'sluicegate: pod "nothing-here" not found in namespace {ns}'
+    nosuch = run(f"sluicegate pods -A -q nosuchq-{scene.id}", shell_env(cluster))
+    assert nosuch.returncode == 1
+    assert nosuch.stderr == f'sluicegate: queue "nosuchq-{scene.id}" does not exist\n'
 
 
 def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
@@ -135,15 +139,20 @@ def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}
     scene.create(role, binding)
     token = scene.kubectl("create", "token", "default", "-n", ns).strip()
+    return _kubeconfig(scene, directory / "reader.kubeconfig", {"token": token}, ns)
+
+
+def _kubeconfig(scene: Scene, path: Path, user: dict[str, Any], ns: str) -> Path:
+    """A kubeconfig for the session cluster with ``user`` as its user entry and ``ns`` as its
+    context's namespace."""
     admin = yaml.safe_load(scene.cluster.kubeconfig.read_text())
     config = {
         "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
-        "users": [{"name": "reader", "user": {"token": token}}],
+        "users": [{"name": "reader", "user": user}],
         "contexts": [{"name": "reader", "context": {"cluster": admin["clusters"][0]["name"], "user": "reader",
                                                     "namespace": ns}}],
         "current-context": "reader",
     }
-    path = directory / "reader.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -169,3 +178,80 @@ def test_a_user_who_may_read_only_their_namespace_gets_the_story_without_the_que
     refused = run(f"sluicegate pods --kubeconfig {reader}", env)
     assert refused.returncode == 1
     assert refused.stderr.startswith("sluicegate: forbidden: ") and "cannot list resource" in refused.stderr
+
+
+def _sample_reader_rules() -> list[dict[str, Any]]:
+    """The rules of the shipped sample ClusterRole ``sluicegate-reader``."""
+    for doc in yaml.safe_load_all(SAMPLE_ACCESS.read_text()):
+        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "sluicegate-reader":
+            rules: list[dict[str, Any]] = doc["rules"]
+            return rules
+    raise AssertionError(f"{SAMPLE_ACCESS} has no ClusterRole sluicegate-reader")
+
+
+def test_an_engineer_with_the_sample_reader_rights_sees_queues_and_their_namespaces_pods(
+    scene: Scene, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    team = scene.team("vision")
+    stopped = scene.queue("stopped", maxRunning=0)
+    ns = scene.namespace(team)
+    scene.pods(ns, stopped, 2, prefix="held")
+    scene.wait_reason(ns, ["held00", "held01"], keys.Reason.QUEUE_LIMIT.value)
+    # alice's sample rights: edit in her team's namespace, and the sample sluicegate-reader role.
+    reader, account = scene.name("reader"), {"kind": "ServiceAccount", "name": "default", "namespace": ns}
+    scene.create(
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": reader},
+         "rules": _sample_reader_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": reader},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader},
+         "subjects": [account]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "edit", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+         "subjects": [account]})
+    try:
+        token = scene.kubectl("create", "token", "default", "-n", ns).strip()
+        config = _kubeconfig(scene, tmp_path / "alice.kubeconfig", {"token": token}, ns)
+        env = shell_env(cluster)
+
+        def status_shows_both() -> dict[str, str] | None:
+            shown = run(f"sluicegate queues --kubeconfig {config}", env)
+            assert shown.returncode == 0, shown.stderr
+            assert shown.stderr.startswith("Note: from the Queue status the controller writes"), shown.stderr
+            row = {r["NAME"]: r for r in rows(shown.stdout)}.get(stopped)
+            return row if row is not None and row["PENDING"] == "2" else None
+
+        row = eventually(status_shows_both, f"queue {stopped} with 2 pending in sluicegate queues")
+        assert (row["RUNNING"], row["GPUS"], row["PAUSED"]) == ("0/0", "0/-", "false")
+        assert row["OLDEST-WAIT"] != "-"
+
+        pods = run(f"sluicegate pods --kubeconfig {config}", env)  # the context's namespace
+        assert pods.returncode == 0, pods.stderr
+        assert pods.stderr.startswith("Note: from the pods' Dispatched conditions: positions unknown")
+        listed = [(r["NAME"], r["QUEUE"], r["POSITION"], r["REASON"], r["MESSAGE"])
+                  for r in rows(pods.stdout)]
+        assert listed == [
+            (n, stopped, "-", "QueueLimit", f"queue {stopped}: 0/0 running") for n in ("held00", "held01")]
+
+        everywhere = run(f"sluicegate pods -A --kubeconfig {config}", env)
+        assert everywhere.returncode == 1 and everywhere.stderr.count("\n") == 1
+        assert everywhere.stderr.startswith("sluicegate: forbidden: "), everywhere.stderr
+    finally:
+        for kind in ("clusterrolebinding", "clusterrole"):
+            scene.kubectl("delete", kind, reader, "--ignore-not-found", check=False)
+
+
+def test_a_kubeconfig_that_impersonates_reads_as_the_impersonated_user(
+    scene: Scene, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    ns = scene.namespace(scene.team("vision"))
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    user = {**admin["users"][0]["user"], "as": "nobody", "as-groups": ["nogroup"]}
+    config = _kubeconfig(scene, tmp_path / "nobody.kubeconfig", user, ns)
+    for command in ("queues", "pods -A", f"explain anything -n {ns}"):
+        refused = run(f"sluicegate {command} --kubeconfig {config}", shell_env(cluster))
+        assert refused.returncode == 1, (command, refused.stdout)
+        assert refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.startswith("sluicegate: forbidden: "), refused.stderr
+        assert '"nobody"' in refused.stderr, refused.stderr

@@ -233,6 +233,23 @@ async def test_a_pending_pods_condition_is_rewritten_only_when_its_reason_change
         assert condition is not None and condition["reason"] == "QueuePaused"
 
 
+async def test_a_paused_queue_that_is_deleted_rewrites_its_pods_message(world: World) -> None:
+    world.catalog = replace(world.catalog, queues={"train": MakeQueue("train").paused().model()})
+    world.submit(gated_pod("p0"))
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None and condition["message"] == "queue train is paused"
+
+    world.catalog = replace(world.catalog, queues={})  # the reason stays QueuePaused
+    world.controller.cycle()
+    await world.settle()
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None and condition["reason"] == "QueuePaused"
+    assert condition["message"] == 'queue "train" does not exist'
+
+
 async def test_a_replica_that_does_not_lead_writes_nothing(world: World) -> None:
     world.leader.leading = False
     world.submit(gated_pod("p0"))
