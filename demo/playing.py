@@ -87,17 +87,20 @@ class Player:
         data: Obj = json.loads(self.cluster.kubectl(*args, "-o", "json").stdout)
         return data
 
-    def _submit(self, at: float, play: story.Submission) -> str:
-        """Submit; the refusal's message for a submission the story expects refused."""
-        self.view.said(at, play.says)
+    def _submit(self, elapsed: Callable[[], float], play: story.Submission) -> str:
+        """Submit; the refusal's message for a submission the story expects refused. Each line
+        is stamped when it is said (``elapsed``: seconds since the story began), so a slow
+        ``kubectl create`` shows as the time it took."""
+        self.view.said(elapsed(), play.says)
         result = self.cluster.kubectl(*play.user.impersonation(), "-n", play.namespace, "create", "-f", "-",
                                       input=yaml.safe_dump_all(play.objects), check=False)
         if play.refused:
             if result.returncode == 0:
-                self.view.said(at, f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")
+                self.view.said(elapsed(),
+                               f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")
                 return ""
             words = denial(result.stderr)
-            self.view.said(at, f"refused: {words}")
+            self.view.said(elapsed(), f"refused: {words}")
             return words
         if result.returncode != 0:
             raise DemoError(f"{play.user.name} could not submit {', '.join(play.names)}: "
@@ -115,12 +118,16 @@ class Player:
         placed: dict[str, str] = {}
         with recording(credentials, selector=keys.QUEUE_LABEL) as recorder, following(credentials) as pods:
             start = self.clock()
+
+            def elapsed() -> float:
+                return self.clock() - start
+
             while True:
-                at = self.clock() - start
-                while plays and plays[0].at <= at:
-                    words = self._submit(at, plays.pop(0))
+                while plays and plays[0].at <= elapsed():
+                    words = self._submit(elapsed, plays.pop(0))
                     refused = refused or words
                 seen = pods.all()
+                at = elapsed()  # when this copy of the pods was read: what the lines below show
                 now = board(seen, queues)
                 self.view.update(at, now)
                 for pod in seen:
