@@ -5,10 +5,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the imports below load (seconds on a busy machine): nothing has changed yet."""
+    print("\ninterrupted before anything started; nothing was changed.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -37,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop Sluicegate's processes and the cluster in --root")
     sub.add_parser("status", help="say whether a cluster runs in --root")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     if args.command == "build":
         started = time.monotonic()

@@ -11,9 +11,20 @@ shown), 2 when it did not, 1 when the cluster or the story could not run.
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the imports below load (seconds on a busy machine): nothing has changed yet."""
+    print("\ninterrupted before the demo started; nothing was changed.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+
+import argparse
 from pathlib import Path
 
 from audit.background import BackgroundError
@@ -49,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"plain lines instead of the live view (also {PLAIN_ENV}=1, "
                              "or when stdout is not a terminal)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     root: Path = args.root
     down = deploying.make_command("down", root)
     again = deploying.make_command("demo", root)
