@@ -131,7 +131,7 @@ status: $(STAMP) ## what runs in $(CLUSTER_DIR); a Sluicegate process that died 
 
 .PHONY: demo
 demo: binaries ## the story on a local control plane with Sluicegate: a live view, a summary per queue; the cluster stays up (DEMO_ARGS=--plain: plain lines)
-	@$(BIN)/python -m demo --root $(CLUSTER_DIR) $(DEMO_ARGS)
+	@$(BIN)/python -m demo --root $(CLUSTER_DIR) $(DEMO_ARGS) || { s=$$?; [ $$s -eq 130 ] || exit $$s; }  # Ctrl-C: its one line says it all
 
 .PHONY: kind-up
 kind-up: ## for machines with Docker: a kind cluster with 4 fake GPU nodes (kind, kubectl on PATH)

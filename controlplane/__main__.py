@@ -5,14 +5,25 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the imports below load (seconds on a busy machine): nothing has changed yet."""
+    print("\ninterrupted before anything started; nothing was changed.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
-from controlplane import building, deploying
+from controlplane import building, deploying, launching
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import Layout, LocalCluster, StartError, log_tail, stop
 
@@ -37,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop Sluicegate's processes and the cluster in --root")
     sub.add_parser("status", help="say whether a cluster runs in --root")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     if args.command == "build":
         started = time.monotonic()
@@ -62,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
                                keep_state=args.keep_state)
         sluicegate = LocalSluicegate(cluster) if args.sluicegate else None
+        down = deploying.make_command("down", args.root)
         try:
+            _say_replacing(args.root, args.keep_state)
             deploying.stop(args.root)  # Sluicegate's processes of an earlier run go first
             if sluicegate is not None:  # kube-scheduler starts knowing where the extender will be
                 cluster.extender = sluicegate.scheduler_extender()
@@ -71,32 +85,66 @@ def main(argv: list[str] | None = None) -> int:
                 sluicegate.up(progress=_stderr)
         except (StartError, building.BuildError, RuntimeError) as e:
             print(f"error: {e}", file=sys.stderr)
-            stop(args.root)
+            deploying.stop_everything(args.root)
             return 1
+        except KeyboardInterrupt:
+            deploying.stop_everything(args.root)
+            print(f"\ninterrupted while starting; stopped what had started, nothing runs in {args.root}; "
+                  f"start again with '{deploying.make_command('up', args.root)}'.", file=sys.stderr)
+            return 130
         print(f"kubectl of the same release: {cluster.layout.bin / 'kubectl'}", file=sys.stderr)
         if args.sluicegate:
-            print(f"logs: {cluster.layout.logs}; stop everything with 'make down'", file=sys.stderr)
+            print(f"logs: {cluster.layout.logs}; stop everything with '{down}'", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         return 0
     if args.command == "down":
         stopped = [*deploying.stop(args.root), *stop(args.root)]
         print(f"stopped {', '.join(stopped)}" if stopped else f"no cluster runs in {args.root}")
         return 0
-    layout = Layout(args.root.resolve())
+    return _status(args.root)
+
+
+def _status(root: Path) -> int:
+    """What runs in ``root``: each component and process with its pid or ports, and the end of
+    the log of any that died. Exit status 1 when anything recorded is not running."""
+    layout = Layout(root.resolve())
     if not layout.state.exists():
-        print(f"no cluster runs in {args.root}")
+        print(f"no cluster runs in {root}")
         return 1
     state = json.loads(layout.state.read_text())
     print(f"server {state['server']}, kubeconfig {state['kubeconfig']}")
-    for name, pid in state["pids"].items():
-        print(f"  {name}: pid {pid}, log {layout.log(name)}")
-    for name, running in deploying.status(args.root).items():
-        log = layout.log(f"sluicegate-{name}")
+    dead: list[str] = []
+    for name, running in launching.status(root).items():
+        pid, log = state["pids"][name], layout.log(name)
         if running:
-            print(f"  sluicegate {name}: running, log {log}")
+            print(f"  {name}: running, pid {pid}, log {log}")
         else:
-            print(f"  sluicegate {name}: NOT RUNNING; last lines of {log}:\n{log_tail(log)}")
+            dead.append(name)
+            print(f"  {name}: NOT RUNNING (pid {pid} is gone); last lines of {log}:\n{log_tail(log)}")
+    ports = deploying.ports(root)
+    for name, running in deploying.status(root).items():
+        log = layout.log(f"sluicegate-{name}")
+        where = ", ".join(f"{port} port {number}" for port, number in ports.get(name, {}).items())
+        if running:
+            print(f"  sluicegate {name}: running, {where}, log {log}")
+        else:
+            dead.append(f"sluicegate {name}")
+            print(f"  sluicegate {name}: NOT RUNNING ({where}); last lines of {log}:\n{log_tail(log)}")
+    if dead:
+        print(f"not running: {', '.join(dead)}; stop the rest with '{deploying.make_command('down', root)}' "
+              f"and start again with '{deploying.make_command('up', root)}'")
+        return 1
     return 0
+
+
+def _say_replacing(root: Path, keep_state: bool) -> None:
+    """Say so before a cluster already running in ``root`` is stopped and replaced."""
+    if not any(launching.status(root).values()):
+        return
+    wiped = ("its objects are kept (--keep-state)" if keep_state else
+             "every object in it (namespaces, queues, pods) is wiped; its logs move to "
+             f"{root}/logs.previous")
+    print(f"a cluster runs in {root}: stopping it to start a new one; {wiped}", file=sys.stderr, flush=True)
 
 
 def _stderr(line: str) -> None:

@@ -39,6 +39,7 @@ import yaml
 
 from certs import bundles
 from certs.issuing import WebhookFiles, issue
+from controlplane import launching
 from controlplane.endpoints import expose, host_address
 from controlplane.extenders import SchedulerExtender
 from controlplane.launching import (
@@ -376,3 +377,31 @@ def status(root: Path) -> dict[str, bool]:
         return {}
     commands: dict[str, list[str]] = state.get("commands", {})
     return {name: _runs(pid, commands.get(name, [])) for name, pid in state.get("pids", {}).items()}
+
+
+def ports(root: Path) -> dict[str, dict[str, int]]:
+    """Each recorded process's ports, by name (``admission``, ``metrics``, ...)."""
+    try:
+        state = json.loads((root.resolve() / "sluicegate.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    recorded: dict[str, dict[str, int]] = state.get("ports", {})
+    return recorded
+
+
+def stop_everything(root: Path) -> list[str]:
+    """Stop Sluicegate's processes, then the cluster, in ``root``; a Ctrl-C meanwhile is ignored,
+    so an interrupted start never leaves half a cluster behind."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return [*stop(root), *launching.stop(root)]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def make_command(target: str, root: Path, default: Path = Path(".cluster")) -> str:
+    """The make command for ``target`` on the cluster in ``root`` (``CLUSTER_DIR=`` when it is
+    not the Makefile's default)."""
+    if root.resolve() == default.resolve():
+        return f"make {target}"
+    return f"make {target} CLUSTER_DIR={root}"

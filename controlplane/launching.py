@@ -519,6 +519,16 @@ def forget(root: Path, name: str) -> None:
         layout.state.write_text(json.dumps(state, indent=2))
 
 
+def status(root: Path) -> dict[str, bool]:
+    """Each component recorded in ``root/cluster.json``, and whether it still runs."""
+    layout = Layout(root.resolve())
+    try:
+        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return {}
+    return {name: _runs(pid, name) for name, pid in recorded.items()}
+
+
 def stop(root: Path) -> list[str]:
     """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
     layout = Layout(root.resolve())

@@ -11,19 +11,30 @@ shown), 2 when it did not, 1 when the cluster or the story could not run.
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the imports below load (seconds on a busy machine): nothing has changed yet."""
+    print("\ninterrupted before the demo started; nothing was changed.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+
+import argparse
 from pathlib import Path
 
 from audit.background import BackgroundError
 from audit.recording import RecordingError
-from controlplane import building, deploying
+from controlplane import building, deploying, launching
 from controlplane.deploying import LocalSluicegate
-from controlplane.launching import LocalCluster, StartError, stop
+from controlplane.launching import LocalCluster, StartError
 from demo import story
 from demo.following import FollowError
-from demo.playing import DemoError, Player, save, set_scene
+from demo.playing import DemoError, Outcome, Player, save, set_scene
 from demo.showing import LiveView, PlainView, View, summary_lines
 
 DEFAULT_ROOT = Path(".cluster")
@@ -49,22 +60,35 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"plain lines instead of the live view (also {PLAIN_ENV}=1, "
                              "or when stdout is not a terminal)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     root: Path = args.root
-    down = "make down" if root.resolve() == DEFAULT_ROOT.resolve() else f"make down CLUSTER_DIR={root}"
+    down = deploying.make_command("down", root)
+    again = deploying.make_command("demo", root)
 
     cluster = LocalCluster(root, nodes=NODES, gpus_per_node=GPUS)
     sluicegate = LocalSluicegate(cluster)
     try:
+        running = [name for name, up in launching.status(root).items() if up]
+        if running:
+            _say(f"demo: a cluster runs in {root} ({', '.join(running)}): stopping it to start a fresh "
+                 "one; every object in it (namespaces, queues, pods) is wiped; its logs move to "
+                 f"{root}/logs.previous")
         deploying.stop(root)  # Sluicegate's processes of an earlier run go first
         cluster.extender = sluicegate.scheduler_extender()
         cluster.up(progress=_say)
         sluicegate.up(progress=_say)
     except (StartError, building.BuildError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
-        deploying.stop(root)
-        stop(root)
+        deploying.stop_everything(root)
         return 1
+    except KeyboardInterrupt:
+        deploying.stop_everything(root)
+        print(f"\ninterrupted while starting; stopped what had started, nothing runs in {root}; "
+              f"start again with '{again}'.", file=sys.stderr)
+        return 130
 
+    kept = (f"interrupted; the cluster and Sluicegate keep running: 'export KUBECONFIG={cluster.kubeconfig}' "
+            f"to explore it, '{down}' to stop it.")
     try:
         _say("demo: applying manifests/samples (teams vision and nlp, six queues, five presets) "
              f"and labelling {', '.join(story.SPOT_NODES)} {'='.join(story.SPOT_LABEL)}")
@@ -80,9 +104,16 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"\ninterrupted; the cluster keeps running; stop it with '{down}'.", file=sys.stderr)
+        print(f"\n{kept}", file=sys.stderr)
+        return 130
+    try:
+        return _finish(outcome, root, cluster, down)
+    except KeyboardInterrupt:
+        print(f"\n{kept}", file=sys.stderr)
         return 130
 
+
+def _finish(outcome: Outcome, root: Path, cluster: LocalCluster, down: str) -> int:
     for line in summary_lines(outcome.summary, outcome.refused_by):
         _say(line)
     summary_file, record_file = save(outcome, root / "demo")

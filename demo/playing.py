@@ -13,8 +13,10 @@ import json
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any, Final
 
 import yaml
@@ -87,17 +89,17 @@ class Player:
         data: Obj = json.loads(self.cluster.kubectl(*args, "-o", "json").stdout)
         return data
 
-    def _submit(self, at: float, play: story.Submission) -> str:
+    def _submit(self, play: story.Submission, say: Callable[[str], None]) -> str:
         """Submit; the refusal's message for a submission the story expects refused."""
-        self.view.said(at, play.says)
+        say(play.says)
         result = self.cluster.kubectl(*play.user.impersonation(), "-n", play.namespace, "create", "-f", "-",
                                       input=yaml.safe_dump_all(play.objects), check=False)
         if play.refused:
             if result.returncode == 0:
-                self.view.said(at, f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")
+                say(f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")
                 return ""
             words = denial(result.stderr)
-            self.view.said(at, f"refused: {words}")
+            say(f"refused: {words}")
             return words
         if result.returncode != 0:
             raise DemoError(f"{play.user.name} could not submit {', '.join(play.names)}: "
@@ -113,30 +115,51 @@ class Player:
         refused_by = next(f"{p.user.name} ({', '.join(p.user.groups)}) submitting {', '.join(p.names)}"
                           f" to queue {story.URGENT_QUEUE}" for p in plays if p.refused)
         placed: dict[str, str] = {}
+        # Submissions run one after another on a thread of their own, so the view keeps
+        # showing what happens while a `kubectl create` of 16 trials takes its seconds; what
+        # they say comes back through ``notes``, stamped when said, and is shown from here.
+        notes: SimpleQueue[tuple[float, str]] = SimpleQueue()
+        submitting = ThreadPoolExecutor(1, thread_name_prefix="demo-submit")
+        submitted: list[Future[str]] = []
         with recording(credentials, selector=keys.QUEUE_LABEL) as recorder, following(credentials) as pods:
             start = self.clock()
-            while True:
-                at = self.clock() - start
-                while plays and plays[0].at <= at:
-                    words = self._submit(at, plays.pop(0))
-                    refused = refused or words
-                seen = pods.all()
-                now = board(seen, queues)
-                self.view.update(at, now)
-                for pod in seen:
-                    meta = pod["metadata"]
-                    why = unplaceable(pod)
-                    key = f"{meta['namespace']}/{meta['name']}"
-                    if why is not None and key not in placed:
-                        placed[key] = why
-                        self.view.said(at, f"{key} was released by policy, but Kubernetes cannot place it: "
-                                           f"{why}")
-                if not plays and _over(seen, expected):
-                    break
-                if at > STORY_SECONDS:
-                    raise DemoError(f"the story did not end within {STORY_SECONDS:.0f}s; "
-                                    f"pods still going: {_going(seen)}")
-                time.sleep(TICK)
+
+            def elapsed() -> float:
+                return self.clock() - start
+
+            def say(line: str) -> None:
+                notes.put((elapsed(), line))
+
+            try:
+                while True:
+                    while plays and plays[0].at <= elapsed():
+                        submitted.append(submitting.submit(self._submit, plays.pop(0), say))
+                    while not notes.empty():
+                        self.view.said(*notes.get())
+                    for done in [f for f in submitted if f.done()]:
+                        refused = refused or done.result()  # a failed submission raises here
+                        submitted.remove(done)
+                    seen = pods.all()
+                    at = elapsed()  # when this copy of the pods was read: what the lines below show
+                    self.view.update(at, board(seen, queues))
+                    for pod in seen:
+                        meta = pod["metadata"]
+                        why = unplaceable(pod)
+                        key = f"{meta['namespace']}/{meta['name']}"
+                        if why is not None and key not in placed:
+                            placed[key] = why
+                            self.view.said(at, f"{key} was released by policy, but Kubernetes cannot "
+                                               f"place it: {why}")
+                    if not plays and not submitted and _over(seen, expected):
+                        break
+                    if at > STORY_SECONDS:
+                        raise DemoError(f"the story did not end within {STORY_SECONDS:.0f}s; "
+                                        f"pods still going: {_going(seen)}")
+                    time.sleep(TICK)
+            finally:
+                submitting.shutdown(wait=False, cancel_futures=True)
+            while not notes.empty():  # said by the last submission after the last look
+                self.view.said(*notes.get())
             until = time.time()
             record = recorder.snapshot()
             seen = pods.all()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Protocol, TextIO
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -20,8 +21,11 @@ from demo.board import PLACEMENT, UNEXPLAINED, Board, Waiting
 from demo.summary import Summary
 
 STORY_LINES = 8
-WAITING_ROWS = 14
+MIN_STORY_LINES = 2
 STATUS_EVERY = 5.0
+CHROME = 1 + 2 + 3
+"""Lines the live view spends besides story lines, queue rows and waiting rows: the cursor line
+Live keeps below the view, the story panel's borders, the waiting table's title, header and rule."""
 
 
 class View(Protocol):
@@ -34,7 +38,7 @@ class View(Protocol):
 
 def _reason(w: Waiting) -> str:
     if w.reason == PLACEMENT:
-        return "released; Kubernetes cannot place it"
+        return "released; unplaceable"
     if w.reason == UNEXPLAINED:
         return "gated (reason not written yet)"
     return w.reason
@@ -63,26 +67,54 @@ class LiveView:
         self.live.stop()
 
     def _render(self) -> Group:
-        queues = Table(title=f"Queues at {self.at:.0f}s", title_justify="left", expand=False)
+        queues = self._queues()
+        fixed = CHROME + len(self.console.render_lines(queues, self.console.options, pad=False))
+        story_lines, rows = fit(self.console.size.height - fixed, len(self.board.waiting))
+        shown = self.board.waiting[:rows]
+        waiting = Table(title=f"Waiting pods ({len(self.board.waiting)})", title_justify="left",
+                        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        # One line a row, the reason always whole: every column as wide as its longest cell
+        # (the pod's name without its namespace, which the story names), the message gets what
+        # is left and gives way first.
+        names = [w.pod.rpartition("/")[2] for w in shown]
+        widths = [max([len("pod"), *map(len, names)]),
+                  max([len("queue"), *(len(w.queue) for w in shown)]),
+                  max([len("why"), *(len(_reason(w)) for w in shown)])]
+        rest = max(10, self.console.size.width - sum(widths) - 3 * len(widths))  # padding and rules
+        for column, width in zip(("pod", "queue", "why"), widths, strict=True):
+            waiting.add_column(column, no_wrap=True, width=width)
+        waiting.add_column("message", no_wrap=True, overflow="ellipsis", width=rest)
+        for w, name in zip(shown, names, strict=True):
+            style = "bold red" if w.released else ""
+            waiting.add_row(name, w.queue, Text(_reason(w), style=style), w.message)
+        if len(self.board.waiting) > rows:
+            waiting.add_row(f"… and {len(self.board.waiting) - rows} more", "", "", "")
+        lines = list(self.story)[-story_lines:] if story_lines else []
+        story = Panel(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"),
+                      title="The story", title_align="left")
+        return Group(story, queues, waiting)
+
+    def _queues(self) -> Table:
+        """The queues, with GPU use per team in the title (one table: the view must fit 24 lines)."""
+        teams = ", ".join(f"{team or '(none)'} {gpus}" for team, gpus in self.board.teams.items())
+        queues = Table(title=f"Queues at {self.at:.0f}s; GPUs in use by team: {teams or 'none'}",
+                       title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for column in ("queue", "priority", "running/max", "pending", "finished", "GPUs/quota"):
-            queues.add_column(column, justify="left" if column == "queue" else "right")
+            queues.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
         for q in self.board.queues:
             queues.add_row(q.name, str(q.priority), q.limit, str(q.pending), str(q.finished), q.gpu_use)
-        teams = Table(title="GPUs per team", title_justify="left", min_width=20)
-        teams.add_column("team")
-        teams.add_column("GPUs", justify="right")
-        for team, gpus in self.board.teams.items():
-            teams.add_row(team or "(none)", str(gpus))
-        waiting = Table(title=f"Waiting pods ({len(self.board.waiting)})", title_justify="left")
-        for column in ("pod", "queue", "why", "message"):
-            waiting.add_column(column, overflow="fold")
-        for w in self.board.waiting[:WAITING_ROWS]:
-            style = "bold red" if w.released else ""
-            waiting.add_row(w.pod, w.queue, Text(_reason(w), style=style), w.message)
-        if len(self.board.waiting) > WAITING_ROWS:
-            waiting.add_row(f"... and {len(self.board.waiting) - WAITING_ROWS} more", "", "", "")
-        story = Panel(Text("\n".join(self.story)), title="The story", title_align="left")
-        return Group(story, queues, teams, waiting)
+        return queues
+
+
+def fit(free: int, waiting: int) -> tuple[int, int]:
+    """How many story lines and waiting pods' rows to show in ``free`` lines, so the view fits
+    the terminal: every waiting pod when they fit beside the minimum of story, else as many as
+    fit with one line left for "… and N more"; the story gets what is left, up to its length,
+    and at least its minimum (a terminal too small for that overflows, rows first kept at one)."""
+    if waiting + MIN_STORY_LINES <= free:
+        return min(STORY_LINES, free - waiting), waiting
+    rows = max(1, free - MIN_STORY_LINES - 1)
+    return MIN_STORY_LINES, min(rows, waiting)
 
 
 class PlainView:

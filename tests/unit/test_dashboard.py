@@ -36,3 +36,19 @@ def test_the_monitoring_component_ships_it_as_a_configmap_for_the_grafana_sideca
     assert generator["files"] == ["sluicegate.json=dashboard.json"]
     assert generator["options"]["labels"]["grafana_dashboard"] == "1"
     assert generator["options"]["disableNameSuffixHash"] is True
+
+
+def test_the_admin_guide_names_every_alert_the_rules_ship() -> None:
+    rules = documents(MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml")[0]
+    alerts = {r["alert"] for g in rules["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    guide = (MANIFESTS.parent / "docs" / "admin-guide.md").read_text()
+    assert len(alerts) >= 11
+    assert {a for a in alerts if f"`{a}`" not in guide} == set()
+
+
+def test_the_process_alerts_read_the_scrape_and_errors_are_divided_by_the_pods_submitted() -> None:
+    rules = documents(MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml")[0]
+    expr = {r["alert"]: r["expr"] for g in rules["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    for name, container in (("SluicegateWebhookDown", "webhook"), ("SluicegateControllerDown", "controller")):
+        assert expr[name] == f'absent(up{{namespace="sluicegate-system", container="{container}"}} == 1)'
+    assert 'sluicegate_admission_duration_seconds_count{webhook="mutate"}' in expr["SluicegateWebhookErrors"]

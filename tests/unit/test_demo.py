@@ -199,6 +199,38 @@ def test_the_live_view_draws_queues_teams_every_waiting_pod_and_the_story() -> N
     view.close()
     text = console.file.getvalue()
     for shown in ("alice launches sweep lr-sweep", "Queues at 3s", "1/24", "1/16", "nlp", "16",
-                  "Waiting pods (2)", "ns/t3", "WorkflowLimit", "workflow ns/w: 4/4 running",
-                  "ns/big", "released; Kubernetes cannot place it"):
+                  "Waiting pods (2)", "t3", "WorkflowLimit", "workflow ns/w: 4/4 running",
+                  "big", "released; unplaceable", "dispatched, waiting for Kubernetes to place it"):
         assert shown in text, shown
+
+
+def test_the_live_view_fits_an_80_by_24_terminal_and_always_shows_the_reasons() -> None:
+    queues = [*QUEUES, queue("training", 10, 8, "16"), queue("batch", 0, 8), queue("interactive", 30, 4)]
+    held = [pod(f"lr-sweep-trial-{i:02}", "sweeps", gated=True, namespace="vision-research",
+                dispatched=("False", "WorkflowLimit",
+                            "workflow vision-research/lr-sweep: 4/4 running, the limit of its queue sweeps"))
+            for i in range(12)]
+    console = Console(file=io.StringIO(), width=80, height=24, force_terminal=False)
+    view = LiveView(console)
+    for i in range(10):
+        view.said(float(i), f"step {i}: something happens in the story and is said in a long line " * 2)
+    view.update(3.0, board([pod("t1", "sweeps", phase="Running"), *held,
+                            pod("big", "urgent", gpus=16, team="nlp", dispatched=STUCK)], queues))
+    frame = console.render_lines(view._render(), console.options, pad=False)
+    view.close()
+    text = "\n".join("".join(s.text for s in line) for line in frame)
+    assert len(frame) <= 23, text
+    assert "Waiting pods (13)" in text
+    assert "lr-sweep-trial-00" in text and "WorkflowLimit" in text
+    shown = text.count("WorkflowLimit") + text.count("released; unplaceable")
+    assert shown >= 3
+    assert f"… and {13 - shown} more" in text
+    assert "step 9" in text, "the newest story line stays"
+
+
+def test_the_view_gives_waiting_pods_room_before_the_story() -> None:
+    from demo.showing import MIN_STORY_LINES, STORY_LINES, fit
+    assert fit(40, 3) == (STORY_LINES, 3)
+    assert fit(10, 3) == (7, 3)
+    assert fit(10, 20) == (MIN_STORY_LINES, 7)
+    assert fit(2, 20) == (MIN_STORY_LINES, 1)
