@@ -19,6 +19,8 @@ KUEUE_TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 AUDIT_TEAM_LABEL: Final = "audit.sluicegate-test/team"
+AUDIT_GATE: Final = "audit.sluicegate-test/hold"
+AUDIT_QUEUE_LABEL: Final = "audit.sluicegate-test/queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,4 +48,14 @@ KUEUE: Final = Naming(
     team_label=AUDIT_TEAM_LABEL,
     workflow_label="",
     group_label=KUEUE_GROUP_LABEL,
+)
+# Loads that only the bare ungater releases, on a cluster where Sluicegate may run: every key is
+# the auditor's own, since Sluicegate refuses its gate and the keys it writes on pods it does not
+# manage, in every namespace.
+UNMANAGED: Final = Naming(
+    gates=(AUDIT_GATE,),
+    queue_label=AUDIT_QUEUE_LABEL,
+    team_label=AUDIT_TEAM_LABEL,
+    workflow_label="",
+    group_label="",
 )

@@ -22,7 +22,7 @@ from audit.checking import Cap, Limits, lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
 from audit.identities import Identity, provision, retire
 from audit.loading import Load, Submitted, drive, names, remove
-from audit.naming import AUDIT_TEAM_LABEL, Naming
+from audit.naming import AUDIT_GATE, UNMANAGED
 from audit.recording import Recorder, recording
 from audit.records import Kind
 from audit.scraping import flow_totals, increase, scrape
@@ -33,9 +33,9 @@ from tests.e2e.conftest import Kubectl, eventually
 
 # Sluicegate runs in this session; these loads stay outside it (their namespaces are not opted in
 # by the team label), so only the bare ungater releases them.
-BARE = Naming(team_label=AUDIT_TEAM_LABEL)
+BARE = UNMANAGED
 
-GATE = "sluicegate.dev/dispatch"
+GATE = AUDIT_GATE
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
 # Bounds for waiting on the whole drain, not performance targets: 40 pods of 1.5 s, 4 at a
 # time, take about 15 s on an idle machine.
@@ -107,7 +107,7 @@ def test_forty_pods_over_two_queues_and_teams_drain_four_at_a_time_and_the_recor
     before = dispatched_by(loop, credentials)
     with recording(credentials, naming=BARE, selector=load.selector) as recorder:
         submitted = submit(loop, credentials, load)
-        ungater = loop.start(ungate(identity.credentials, cap=4, selector=load.selector))
+        ungater = loop.start(ungate(identity.credentials, gates=BARE.gates, cap=4, selector=load.selector))
         try:
             finished(recorder, 40)
         finally:
@@ -147,7 +147,7 @@ def test_with_the_cap_lifted_the_check_reports_every_release_over_the_limit(
         # The bare ungater as its own process, as benchmarks run it, with no cap.
         ungater = subprocess.Popen(
             [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(kubeconfig),
-             "--selector", load.selector],
+             "--selector", load.selector, "--gate", AUDIT_GATE],
             stdout=subprocess.PIPE, text=True,
         )
         try:

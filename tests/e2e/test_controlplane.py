@@ -4,11 +4,15 @@ completes them, and kube-controller-manager runs Jobs."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
-from policy import keys
 from tests.e2e.conftest import Kubectl, eventually
+
+# A gate of the test's own: Sluicegate, running in the same session, refuses its own gate on pods
+# it does not manage.
+GATE = "controlplane.sluicegate-test/hold"
 
 
 def gpu_pod(name: str, gpus: int, *, gated: bool = False, runs_for: str = "2s") -> dict[str, Any]:
@@ -21,7 +25,7 @@ def gpu_pod(name: str, gpus: int, *, gated: bool = False, runs_for: str = "2s") 
         }],
     }
     if gated:
-        spec["schedulingGates"] = [{"name": keys.GATE}]
+        spec["schedulingGates"] = [{"name": GATE}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -49,7 +53,7 @@ def test_a_gated_pod_is_stored_unscheduled_and_a_gate_cannot_be_added_later(kube
     kubectl.wait_for("pod", "free", lambda p: p["spec"].get("nodeName"), "bound to a node")
     refusal = kubectl.fails(
         "patch", "pod", "free", "--type=json",
-        "-p", '[{"op":"add","path":"/spec/schedulingGates","value":[{"name":"sluicegate.dev/dispatch"}]}]',
+        "-p", json.dumps([{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]),
     )
     assert "schedulingGates" in refusal
 
