@@ -256,6 +256,7 @@ CONTROLLER_LEASE = {("leases.coordination.k8s.io", "", "create"),
 WEBHOOK = EVERYONE | {
     *((f"{k}.sluicegate.dev", "", v) for k in SLUICEGATE_KINDS for v in READ),
     *(("namespaces", "", v) for v in READ),
+    *(("jobs.batch", "", v) for v in READ),  # a Job's creator, for its pods' stamps
     ("subjectaccessreviews.authorization.k8s.io", "", "create"),
 }
 
