@@ -51,8 +51,12 @@ e2e: binaries kueue ## end-to-end tests against the real local control plane (an
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests
-	$(BIN)/pytest tests
+test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests (not the fidelity run)
+	$(BIN)/pytest tests -m "not fidelity"
+
+.PHONY: fidelity
+fidelity: binaries ## a recorded run replayed by the simulator: release order and waits against what was observed (own cluster, a few minutes)
+	$(BIN)/pytest tests/e2e/test_recorder.py -m fidelity
 
 FAULT_FIGURES ?= docs/reliability.json
 
