@@ -38,8 +38,8 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         return data
 
     try:
-        demo = subprocess.run(["make", "--no-print-directory", "demo", f"CLUSTER_DIR={root}"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=DEMO_SECONDS, stdin=subprocess.DEVNULL)
+        demo = subprocess.run(["make", "--no-print-directory", "demo", f"CLUSTER_DIR={root}"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=DEMO_SECONDS, stdin=subprocess.DEVNULL)
         out = demo.stdout
         assert demo.returncode == 0, f"{out}\n{demo.stderr}"
         lines = out.splitlines()
