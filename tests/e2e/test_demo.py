@@ -86,7 +86,10 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         )
         assert violations(record, limits) == []
         assert peaks(record).workflows["vision-research/lr-sweep"].running == 4, "the sweep met its limit"
-        assert [str(p) for p in lost(record)] == ["nlp-research/llm-pretrain (ungated)"]
+        # The story ends once every pod is released; trials may still run then (a slower machine),
+        # which is not lost. Only the pod Kubernetes cannot place stays unfinished for good.
+        unfinished = [str(p) for p in lost(record) if not str(p).endswith("(running)")]
+        assert unfinished == ["nlp-research/llm-pretrain (ungated)"]
         assert summary["violations"] == []
     finally:
         subprocess.run([sys.executable, "-m", "controlplane", "--root", str(root), "down"],
