@@ -58,7 +58,9 @@ def test_a_running_cluster_passes_and_shows_sluicegate_ports(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     root = tmp_path / "cluster"
     recorded(root, {"sleep": sleeper.pid})
-    command = Path(f"/proc/{sleeper.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    # The command it was started with: /proc read right after Popen may still show the forked
+    # parent's command line, before the child has exec'd.
+    command = ["sleep", "600"]
     (root / "sluicegate.json").write_text(json.dumps({
         "pids": {"webhook": sleeper.pid}, "commands": {"webhook": command},
         "ports": {"webhook": {"admission": 9443, "metrics": 9090}}}))
