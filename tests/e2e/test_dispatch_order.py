@@ -8,7 +8,7 @@ from audit.connection import Credentials
 from audit.recording import recording
 from audit.records import Kind
 from policy import keys
-from tests.e2e.scenes import Scene, first, only, releases
+from tests.e2e.scenes import Scene, first, now, only, releases
 
 DRAIN_SECONDS = 120.0
 
@@ -21,19 +21,26 @@ def test_an_urgent_queue_goes_before_older_pods_of_a_lower_priority_and_nothing_
     urgent = scene.queue("urgent", priority=100)
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, batch, 5, prefix="batch", seconds=3)
+        scene.pods(namespace, batch, 2, prefix="batch", seconds=5)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)  # the team is full now
-        scene.wait_reason(namespace, ["batch02"], keys.Reason.TEAM_LIMIT.value)
+        # Hold every slot the running pods free until the controller has seen all the waiting
+        # pods: the order then cannot depend on how fast its watch delivered each of them.
+        scene.patch("teams", team, {"maxRunning": 0})
+        scene.pods(namespace, batch, 3, prefix="batch", start=2, seconds=1)
+        scene.wait_reason(namespace, ["batch04"], keys.Reason.TEAM_LIMIT.value)
         scene.pods(namespace, urgent, 1, prefix="urgent", seconds=1)
+        scene.wait_reason(namespace, ["urgent00"], keys.Reason.TEAM_LIMIT.value)
+        opened = now()
+        scene.patch("teams", team, {"maxRunning": 1})  # one slot at a time: a strict order
         recorder.wait(lambda t: t.finished >= 6, DRAIN_SECONDS)
         record = recorder.snapshot()
 
     retrain = only(record, namespace, "urgent00")
-    created = first(record, retrain, Kind.CREATED).at
-    after = releases(record, created)
-    # Older batch pods were waiting when it came; the next release was the urgent pod.
-    assert after[0][1] == retrain, [p.key for _, p in after]
-    assert len(after) == 4  # then the three batch pods still waiting
+    after = releases(record, opened)
+    # Older batch pods were waiting when it came; the next release was the urgent pod, and the
+    # batch pods still waiting followed it.
+    assert [p.key for _, p in after][:1] == [retrain.key], [p.key for _, p in after]
+    assert sorted(p.name for _, p in after[1:]) == ["batch02", "batch03", "batch04"]
     assert violations(record, Limits(teams={team: Cap(running=2)})) == []
     # Every running pod ran to the end: priority orders dispatch, it never evicts.
     for pod in record.pods.values():
