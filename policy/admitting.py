@@ -163,20 +163,30 @@ def _create_pod(
 
 
 def _merged(pod: Obj, presets: tuple[Preset, ...]) -> dict[str, Any] | Deny:
-    """The pod with every preset merged in, or a refusal naming the preset whose merge would
-    leave the pod in a state the API server rejects (a problem the pod did not have before)."""
+    """The pod with every preset merged in, or a refusal naming the preset whose merge left the
+    pod in a state the API server rejects (a problem the pod did not have before).
+
+    The end result is judged, not each step: a later preset may supply what an earlier one
+    took away, and judging the steps would refuse a pod admitted once when it is admitted
+    again (its own fields then already hold what the later preset adds). The preset blamed is
+    the one from which the problem stayed to the end."""
     out: dict[str, Any] = thaw(pod)
-    before = problems(pod)
+    found: list[tuple[Preset, frozenset[str]]] = []
     for preset, out in preset_steps(pod, presets):
-        after = problems(out)
-        new = after - before
-        if new:
-            return Deny(
-                f'preset "{preset.name}" (patchStrategy {preset.strategy.value}) would make the pod '
-                f"invalid: {min(new)}; ask a platform administrator to fix the preset"
-            )
-        before = after
-    return out
+        found.append((preset, problems(out)))
+    new = found[-1][1] - problems(pod) if found else frozenset()
+    if not new:
+        return out
+    problem = min(new)
+    blamed = found[-1][0]
+    for preset, seen in reversed(found):
+        if problem not in seen:
+            break
+        blamed = preset
+    return Deny(
+        f'preset "{blamed.name}" (patchStrategy {blamed.strategy.value}) would make the pod '
+        f"invalid: {problem}; ask a platform administrator to fix the preset"
+    )
 
 
 def _unmanaged(pod: Obj, submitter: Submitter) -> Decision:

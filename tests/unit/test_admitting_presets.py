@@ -243,3 +243,29 @@ def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
 def test_a_pod_already_invalid_is_not_blamed_on_a_preset() -> None:
     pod = make_pod().queue("vision-train").presets("connections").main("volumeMounts", [SCRATCH_MOUNT])
     assert isinstance(run(create(pod.obj())), Admit)
+
+
+def test_a_later_preset_giving_back_what_an_earlier_one_replaced_is_admitted_and_again_unchanged() -> None:
+    # "scratch" replaces the volumes with one the container does not mount; "data" then
+    # replaces them with the one it does. The end result is valid, and stays valid when the
+    # admitted pod is admitted again (its own volumes then already hold what "data" adds).
+    catalog = vision_catalog(presets=[
+        make_preset("scratch").pod("volumes", [{"name": "scratch", "emptyDir": {}}]).obj(),
+        make_preset("data").pod("volumes", [{"name": "data", "emptyDir": {}}]).obj(),
+    ])
+    pod = make_pod().queue("vision-train").presets("scratch,data").main("volumeMounts", [SCRATCH_MOUNT]).obj()
+    once, _ = admit(pod, NS, catalog)
+    assert [v["name"] for v in once["spec"]["volumes"]] == ["data"]
+    _, again = admit(once, NS, catalog)
+    assert again.patch == ()
+
+
+def test_the_preset_blamed_is_the_one_from_which_the_problem_stayed_to_the_end() -> None:
+    catalog = vision_catalog(presets=[
+        make_preset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]).obj(),
+        make_preset("env").container("env", [{"name": "MODE", "value": "train"}]).obj(),
+    ])
+    pod = (make_pod().queue("vision-train").presets("shm,env")
+           .spec("volumes", [{"name": "data", "emptyDir": {}}]).main("volumeMounts", [SCRATCH_MOUNT]).obj())
+    decision = run(create(pod), NS, catalog)
+    assert isinstance(decision, Deny) and decision.message.startswith('preset "shm" '), decision
