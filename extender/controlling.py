@@ -180,7 +180,9 @@ class GateController:
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
-        self._stamps: dict[str, str] = {}
+        self._stamps: dict[str, tuple[str, float]] = {}
+        """The ``dispatched-at`` stamp sent with each pod's release, and how long its workload
+        had waited then: what the watch must show, and what is observed once it does."""
         """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
         the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
         self._first_pending: dict[str, float] = {}
@@ -240,8 +242,8 @@ class GateController:
         if old is None or not old.pod.gated or new.pod.gated:
             return
         sent = self._stamps.pop(new.uid, None)
-        if sent is not None and new.pod.annotations.get(keys.DISPATCHED_AT_ANNOTATION) == sent:
-            self.metrics.releases.labels(new.pod.queue).inc()
+        if sent is not None and new.pod.annotations.get(keys.DISPATCHED_AT_ANNOTATION) == sent[0]:
+            self.metrics.released(new.pod.queue, sent[1])
 
     async def run(self) -> None:
         """Cycle whenever the queue says so, while leading, until cancelled."""
@@ -353,27 +355,28 @@ class GateController:
         for w in decision.release:
             released.append(w.key)
             waited = now - w.created
-            self.metrics.released(w.queue, waited)
             log.info("releasing %s: queue %s, waited %.1fs", w.key, w.queue, waited, extra={"fields": {
                 "workload": w.key, "queue": w.queue, "team": w.team, "pods": len(w.pods),
                 "waited": round(waited, 3)}})
             for pod in w.pods:
                 found = managed.get(pod.uid)
                 if pod.gated and found is not None:
-                    self._submit(found, w, stamp, mono)
+                    self._submit(found, w, stamp, mono, waited)
         for pod in decision.stragglers:
             found = managed.get(pod.uid)
             if found is not None and found.pod.gated:
                 log.info("releasing %s, which joins its running group %s", pod.key, pod.group,
                          extra={"fields": {"pod": pod.key, "queue": pod.queue}})
-                self._submit(found, None, stamp, mono)
+                self._submit(found, None, stamp, mono, now - pod.created)
         return released
 
-    def _submit(self, found: ManagedPod, w: Workload | None, stamp: Mapping[str, str], mono: float) -> None:
+    def _submit(
+        self, found: ManagedPod, w: Workload | None, stamp: Mapping[str, str], mono: float, waited: float
+    ) -> None:
         pod = found.pod
         if not self.assumed.assume(pod.uid, mono):
             return
-        self._stamps[pod.uid] = stamp[keys.DISPATCHED_AT_ANNOTATION]
+        self._stamps[pod.uid] = (stamp[keys.DISPATCHED_AT_ANNOTATION], waited)
         workload = w.key if w is not None else f"{pod.namespace}/group:{pod.group}"
         self.releaser.submit(Release(
             uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=workload,

@@ -73,7 +73,9 @@ class ControllerMetrics:
         self.cluster_pending = Gauge("sluicegate_cluster_pending_workloads",
                                      "Pending workloads in the whole cluster", registry=r)
         self.wait = Histogram("sluicegate_wait_seconds",
-                              "From a workload's creation to its release, by queue", ["queue"],
+                              "From a workload's creation to its release, by queue: observed once per "
+                              "pod this process released, with sluicegate_releases_total (a group's "
+                              "pods each count the group's wait)", ["queue"],
                               buckets=WAIT_BUCKETS, registry=r)
         self.releases = Counter("sluicegate_releases",
                                 "Pods whose gate this process removed, by queue: counted once when the "
@@ -99,5 +101,7 @@ class ControllerMetrics:
         self.api_errors.labels(operation if operation in OPERATIONS else "other").inc()
 
     def released(self, queue: str, waited: float) -> None:
-        """A workload was decided for release after waiting ``waited`` seconds."""
+        """The watch shows a pod this process released, whose workload had waited ``waited``
+        seconds when the release was decided."""
+        self.releases.labels(queue).inc()
         self.wait.labels(queue).observe(max(0.0, waited))

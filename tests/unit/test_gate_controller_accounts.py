@@ -108,15 +108,21 @@ async def test_a_release_whose_answer_was_lost_is_counted_once(world: World) -> 
     assert [e["reason"] for e in world.api.events] == ["Dispatched"]
 
 
-async def test_a_release_decided_again_after_a_refusal_is_counted_once(world: World) -> None:
+def waits_observed(world: World) -> float | None:
+    return gauge(world, "sluicegate_wait_seconds_count", queue="train")
+
+
+async def test_a_release_decided_again_after_a_refusal_is_counted_once_and_its_wait_observed_once(
+    world: World,
+) -> None:
     world.api.failures = [403]
     world.submit(gated_pod("p0"))
     await cycle(world)
-    assert world.released() == set() and not releases(world)
+    assert world.released() == set() and not releases(world) and not waits_observed(world)
 
     await cycle(world)
     assert world.released() == {"p0"}
-    assert releases(world) == 1
+    assert releases(world) == 1 and waits_observed(world) == 1
 
 
 async def test_a_pod_released_by_someone_else_is_not_counted_as_this_replicas_release(world: World) -> None:
