@@ -3,9 +3,10 @@
 A cycle sees every managed pod, but between two cycles only a few change. The reflector
 converts a pod once per change, so an unchanged pod is the very same object in the next cycle;
 its single-pod workload is kept and reused as long as that holds (released pods that are still
-assumed are overlaid once, and their overlay reused the same way). Pod groups are few and are
-rebuilt every cycle, from all their pods. The result is the same as
-``policy.workloads.build_workloads`` over the overlaid pods; only the work differs.
+assumed are overlaid once, and their overlay reused the same way), and so is its copy under its
+workflow's one limit while the limit stays. Pod groups are few and are rebuilt every cycle, from
+all their pods. The result is the same as ``policy.workloads.build_workloads`` over the
+overlaid pods (a property test holds them equal); only the work differs.
 """
 
 from __future__ import annotations
@@ -18,19 +19,22 @@ from extender.pacing import Steps, batches, run_through
 from policy.catalog import Catalog
 from policy.model import Snapshot, Workload
 from policy.pods import Pod
-from policy.workloads import workload_of
+from policy.workloads import group_key, group_workloads, limited, workflow_limits, workload_of
 
 
 class SnapshotBuilder:
     def __init__(self, assumed: Assumptions) -> None:
         self.assumed = assumed
         self._singles: dict[str, tuple[Pod, Workload]] = {}  # uid -> (the pod it was built from, it)
+        self._limited: dict[str, tuple[Workload, int, Workload]] = {}
+        """uid -> (a kept single-pod workload, its workflow's limit, the workload under it)."""
         self.reused = 0
         """Workloads taken from the previous cycles, in all (for tests and profiling)."""
 
 
     def clear(self) -> None:
         self._singles.clear()
+        self._limited.clear()
 
     def build(self, pods: Iterable[ManagedPod], catalog: Catalog, now: float) -> Snapshot:
         return run_through(self.building(list(pods), catalog, now))
@@ -54,7 +58,7 @@ class SnapshotBuilder:
             yield None
             for pod in overlay((p for p in batch if p.marked), seen):
                 if pod.group:
-                    groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
+                    groups.setdefault(group_key(pod), []).append(pod)
                     continue
                 uid = pod.uid
                 cached = singles.get(uid)
@@ -68,5 +72,28 @@ class SnapshotBuilder:
                     out.append(w)
         self.assumed.expire(seen)
         self._singles = kept
-        out.extend(workload_of(key, tuple(members)) for key, members in groups.items())
+        for key, members in groups.items():
+            out.extend(group_workloads(key, members))
+        limits = workflow_limits(out)
+        if not limits:
+            self._limited = {}
+            return out
+        yield None
+        return self._under_limits(out, limits)
+
+    def _under_limits(self, workloads: list[Workload], limits: dict[str, int]) -> list[Workload]:
+        """Every workload under its workflow's one limit, reusing last cycle's copy of a kept
+        single-pod workload while its limit stays (so kept orders see the same object)."""
+        before, after = self._limited, {}
+        out = []
+        for w in workloads:
+            made = limited(w, limits)
+            if made is not w and len(w.pods) == 1 and not w.pods[0].group:
+                uid = w.pods[0].uid
+                cached = before.get(uid)
+                if cached is not None and cached[0] is w and cached[1] == limits[w.workflow]:
+                    made = cached[2]
+                after[uid] = (w, limits[w.workflow], made)
+            out.append(made)
+        self._limited = after
         return out

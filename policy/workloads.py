@@ -77,7 +77,7 @@ def workload_of(key: str, pods: tuple[Pod, ...], surplus: str = "") -> Workload:
     )
 
 
-def _group_workloads(key: str, members: list[Pod]) -> list[Workload]:
+def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     """The workloads of one pod group's pods.
 
     A group none of whose pods was released is one pending workload. A group whose released
@@ -121,25 +121,35 @@ def build_workloads(pods: Iterable[Pod]) -> list[Workload]:
     out: list[Workload] = []
     for pod in pods:
         if pod.group:
-            groups.setdefault(f"{pod.namespace}/group:{pod.group}", []).append(pod)
+            groups.setdefault(group_key(pod), []).append(pod)
         else:
             out.append(workload_of(pod.key, (pod,)))
     for key, members in groups.items():
-        out.extend(_group_workloads(key, members))
-    return _one_limit_per_workflow(out)
+        out.extend(group_workloads(key, members))
+    limits = workflow_limits(out)
+    return [limited(w, limits) for w in out] if limits else out
 
 
-def _one_limit_per_workflow(workloads: list[Workload]) -> list[Workload]:
+def group_key(pod: Pod) -> str:
+    """The key of the pod's group's workload: pods of one group go together by namespace and
+    label."""
+    return f"{pod.namespace}/group:{pod.group}"
+
+
+def workflow_limits(workloads: Iterable[Workload]) -> dict[str, int]:
+    """Per workflow, the smallest ``workflow-max-running`` that any of its pending or running
+    workloads carries."""
     limits: dict[str, int] = {}
     for w in workloads:
         limit = w.workflow_max_running
         if limit is not None and w.state is not State.FINISHED and limit < limits.get(w.workflow, limit + 1):
             limits[w.workflow] = limit
-    if not limits:
-        return workloads
-    return [
-        replace(w, workflow_max_running=limits[w.workflow])
-        if w.workflow in limits and w.workflow_max_running != limits[w.workflow]
-        else w
-        for w in workloads
-    ]
+    return limits
+
+
+def limited(w: Workload, limits: dict[str, int]) -> Workload:
+    """``w`` under its workflow's one limit (``workflow_limits``); itself when that is its own."""
+    limit = limits.get(w.workflow) if w.workflow else None
+    if limit is None or w.workflow_max_running == limit:
+        return w
+    return replace(w, workflow_max_running=limit)
