@@ -21,6 +21,7 @@ signal.signal(signal.SIGINT, _interrupted_early)
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from controlplane import building, deploying, launching
@@ -51,23 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
     if args.command == "build":
-        started = time.monotonic()
-        try:
-            out = building.ensure_binaries()
-        except building.BuildError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        print(f"binaries ready in {out} ({time.monotonic() - started:.0f}s)")
-        return 0
+        return _build(building.ensure_binaries, "binaries ready in")
     if args.command == "build-kueue":
-        started = time.monotonic()
-        try:
-            binary = building.ensure_kueue()
-        except building.BuildError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        print(f"kueue ready at {binary} ({time.monotonic() - started:.0f}s)")
-        return 0
+        return _build(building.ensure_kueue, "kueue ready at")
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
@@ -102,6 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped {', '.join(stopped)}" if stopped else f"no cluster runs in {args.root}")
         return 0
     return _status(args.root)
+
+
+def _build(ensure: Callable[[], Path], ready: str) -> int:
+    """Build what ``ensure`` builds, if missing; say where it is and how long it took."""
+    started = time.monotonic()
+    try:
+        out = ensure()
+    except building.BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{ready} {out} ({time.monotonic() - started:.0f}s)")
+    return 0
 
 
 def _status(root: Path) -> int:
