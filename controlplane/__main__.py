@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from controlplane import building, deploying, launching
+from controlplane import building, deploying, processes
 from controlplane.deploying import LocalSluicegate
-from controlplane.launching import Layout, LocalCluster, StartError, log_tail, stop
+from controlplane.launching import LocalCluster, StartError
+from controlplane.processes import Layout, log_tail, stop
 
 DEFAULT_ROOT = Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", ".cluster"))
 
@@ -113,7 +114,7 @@ def _status(root: Path) -> int:
     state = json.loads(layout.state.read_text())
     print(f"server {state['server']}, kubeconfig {state['kubeconfig']}")
     dead: list[str] = []
-    for name, running in launching.status(root).items():
+    for name, running in processes.status(root).items():
         pid, log = state["pids"][name], layout.log(name)
         if running:
             print(f"  {name}: running, pid {pid}, log {log}")
@@ -138,7 +139,7 @@ def _status(root: Path) -> int:
 
 def _say_replacing(root: Path, keep_state: bool) -> None:
     """Say so before a cluster already running in ``root`` is stopped and replaced."""
-    if not any(launching.status(root).values()):
+    if not any(processes.status(root).values()):
         return
     wiped = ("its objects are kept (--keep-state)" if keep_state else
              "every object in it (namespaces, queues, pods) is wiped; its logs move to "
