@@ -10,7 +10,7 @@ recorder's monotonic seconds; messages show them relative to the start of the re
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol
@@ -213,6 +213,12 @@ class Violation:
 
 def violations(record: Record, limits: Limits) -> list[Violation]:
     """Every release that took a scope over its limit; empty when the limits held throughout."""
+    return violations_under(record, lambda key, at: limits.cap(key))
+
+
+def violations_under(record: Record, cap: Callable[[ScopeKey, float], Cap]) -> list[Violation]:
+    """Every release that took a scope over ``cap(scope, at)``, its cap at the release's instant
+    (constant for ``violations``; changing over time for ``audit.timelines``)."""
     found: list[Violation] = []
     sweep = _Sweep(record)
     for event in record.events:
@@ -220,14 +226,14 @@ def violations(record: Record, limits: Limits) -> list[Violation]:
         if step is None or not step.joined:
             continue
         for key, counts in step.counts.items():
-            cap = limits.cap(key)
+            limit_of = cap(key, event.at)
             measured: tuple[tuple[Measure, int, int | None], ...] = (
-                ("running", counts.running, cap.running), ("gpus", counts.gpus, cap.gpus))
+                ("running", counts.running, limit_of.running), ("gpus", counts.gpus, limit_of.gpus))
             for measure, count, limit in measured:
                 if limit is not None and count > limit:
                     names = tuple(sorted(record.pods[u].key for u in sweep.members[key]))
-                    found.append(Violation(key[0], key[1], measure, limit, count, step.event.at,
-                                           step.event.wall, step.pod.key, names, record.started))
+                    found.append(Violation(key[0], key[1], measure, limit, count, event.at,
+                                           event.wall, step.pod.key, names, record.started))
     return found
 
 

@@ -10,6 +10,10 @@ or, for synchronous tests, in a thread of its own::
         record = recorder.snapshot()     # safe at any time, from any thread
 
 The record is only ever appended to, under a lock; ``snapshot()`` copies it.
+
+It watches through ``audit.watching`` on the auditor's own connection, not through
+``kube.reflecting``'s Reflector, although both list then watch: the record judges the
+controller, so it must not share the controller's watch code, or its bugs (``audit.connection``).
 """
 
 from __future__ import annotations

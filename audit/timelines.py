@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from audit.checking import Cap, Limits, Measure, ScopeKey, Violation, _Sweep
+from audit.checking import Cap, Limits, ScopeKey, Violation, violations_under
 from audit.records import Record
 
 GRACE_SECONDS = 5.0
@@ -58,19 +58,4 @@ def loosest(caps: Sequence[Cap]) -> Cap:
 
 def violations_over(record: Record, timeline: Timeline) -> list[Violation]:
     """Every release that took a scope over the limit in force at that moment."""
-    found: list[Violation] = []
-    sweep = _Sweep(record)
-    for event in record.events:
-        step = sweep.apply(event)
-        if step is None or not step.joined:
-            continue
-        for key, counts in step.counts.items():
-            cap = timeline.cap(key, event.at)
-            measured: tuple[tuple[Measure, int, int | None], ...] = (
-                ("running", counts.running, cap.running), ("gpus", counts.gpus, cap.gpus))
-            for measure, count, limit in measured:
-                if limit is not None and count > limit:
-                    names = tuple(sorted(record.pods[u].key for u in sweep.members[key]))
-                    found.append(Violation(key[0], key[1], measure, limit, count, event.at,
-                                           event.wall, step.pod.key, names, record.started))
-    return found
+    return violations_under(record, timeline.cap)

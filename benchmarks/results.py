@@ -15,7 +15,9 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Percentiles:
-    """Seconds."""
+    """Seconds. A run's file keeps these fields of an ``audit.latencies.Latency`` (not its mean):
+    they are the schema of the results on disk, which RESULTS.md is written from, so they stay
+    apart from the computation."""
 
     count: int = 0
     p50: float = 0.0

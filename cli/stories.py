@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from cli.standings import HELD, RELEASING, Entry, Standing
+from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing
 from extender.conditions import UNPLACEABLE
 from policy import fields, keys
 from policy.fields import InvalidObject
@@ -29,8 +29,7 @@ from policy.quantities import QuantityError, format_amount
 
 SHOWN_AHEAD = 10
 
-HELD_STATE = "held"
-UNPLACEABLE_STATE = "unplaceable"
+# A story's state: HELD or UNPLACEABLE_STATE, the words of a standing (cli.standings), or one of these.
 SCHEDULING = "scheduling"
 STARTING = "starting"
 RUNNING = "running"
@@ -290,7 +289,7 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
         ran = f", ran on node {f.node}" if f.node else ""
         state, headline = FINISHED, f"finished: {f.phase}{_why_failed(f)} at {when(ended_at) or '?'}{ran}"
     elif f.gated:
-        state = HELD_STATE
+        state = HELD
         headline, hold, notes = _held(f, standing, forbidden, stalled)
         if stalled and stalled not in headline:
             notes = [*notes, stalled]

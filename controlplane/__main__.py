@@ -21,11 +21,13 @@ signal.signal(signal.SIGINT, _interrupted_early)
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from controlplane import building, deploying, launching
+from controlplane import building, deploying, processes
 from controlplane.deploying import LocalSluicegate
-from controlplane.launching import Layout, LocalCluster, StartError, log_tail, stop
+from controlplane.launching import LocalCluster, StartError
+from controlplane.processes import Layout, log_tail, stop
 
 DEFAULT_ROOT = Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", ".cluster"))
 
@@ -51,23 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
     if args.command == "build":
-        started = time.monotonic()
-        try:
-            out = building.ensure_binaries()
-        except building.BuildError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        print(f"binaries ready in {out} ({time.monotonic() - started:.0f}s)")
-        return 0
+        return _build(building.ensure_binaries, "binaries ready in")
     if args.command == "build-kueue":
-        started = time.monotonic()
-        try:
-            binary = building.ensure_kueue()
-        except building.BuildError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        print(f"kueue ready at {binary} ({time.monotonic() - started:.0f}s)")
-        return 0
+        return _build(building.ensure_kueue, "kueue ready at")
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
@@ -104,6 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     return _status(args.root)
 
 
+def _build(ensure: Callable[[], Path], ready: str) -> int:
+    """Build what ``ensure`` builds, if missing; say where it is and how long it took."""
+    started = time.monotonic()
+    try:
+        out = ensure()
+    except building.BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{ready} {out} ({time.monotonic() - started:.0f}s)")
+    return 0
+
+
 def _status(root: Path) -> int:
     """What runs in ``root``: each component and process with its pid or ports, and the end of
     the log of any that died. Exit status 1 when anything recorded is not running."""
@@ -114,7 +114,7 @@ def _status(root: Path) -> int:
     state = json.loads(layout.state.read_text())
     print(f"server {state['server']}, kubeconfig {state['kubeconfig']}")
     dead: list[str] = []
-    for name, running in launching.status(root).items():
+    for name, running in processes.status(root).items():
         pid, log = state["pids"][name], layout.log(name)
         if running:
             print(f"  {name}: running, pid {pid}, log {log}")
@@ -139,7 +139,7 @@ def _status(root: Path) -> int:
 
 def _say_replacing(root: Path, keep_state: bool) -> None:
     """Say so before a cluster already running in ``root`` is stopped and replaced."""
-    if not any(launching.status(root).values()):
+    if not any(processes.status(root).values()):
         return
     wiped = ("its objects are kept (--keep-state)" if keep_state else
              "every object in it (namespaces, queues, pods) is wiped; its logs move to "

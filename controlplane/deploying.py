@@ -39,18 +39,11 @@ import yaml
 
 from certs import bundles
 from certs.issuing import WebhookFiles, issue
-from controlplane import launching
+from controlplane import processes
 from controlplane.endpoints import expose, host_address
 from controlplane.extenders import SchedulerExtender
-from controlplane.launching import (
-    READY_SECONDS,
-    STOP_SECONDS,
-    LocalCluster,
-    Progress,
-    StartError,
-    free_port,
-    log_tail,
-)
+from controlplane.launching import READY_SECONDS, LocalCluster, Progress, StartError
+from controlplane.processes import STOP_SECONDS, free_port, log_tail, terminate
 from controlplane.services import EXTENDER_PORT, NAMESPACE, RECORDS_PORT, SERVICES, Launch, Service
 from policy import keys
 
@@ -259,7 +252,7 @@ class LocalSluicegate:
         """Stop one process (SIGTERM, then SIGKILL after a grace period)."""
         proc = self._procs.pop(name, None)
         if proc is not None:
-            _terminate([proc.pid])
+            terminate([proc.pid])
             proc.wait()
             self._save()
 
@@ -329,31 +322,6 @@ def _runs(pid: int, command: Sequence[str]) -> bool:
     return [part.decode(errors="replace") for part in recorded] == list(command)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    return True
-
-
-def _terminate(pids: Sequence[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.1)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-
-
 def stop(root: Path) -> list[str]:
     """Stop every Sluicegate process recorded in ``root/sluicegate.json``; the names stopped."""
     path = root.resolve() / "sluicegate.json"
@@ -364,7 +332,7 @@ def stop(root: Path) -> list[str]:
     commands: dict[str, list[str]] = state.get("commands", {})
     running = {name: pid for name, pid in state.get("pids", {}).items()
                if _runs(pid, commands.get(name, []))}
-    _terminate(list(running.values()))
+    terminate(list(running.values()))
     path.unlink(missing_ok=True)
     return list(running)
 
@@ -394,7 +362,7 @@ def stop_everything(root: Path) -> list[str]:
     so an interrupted start never leaves half a cluster behind."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return [*stop(root), *launching.stop(root)]
+        return [*stop(root), *processes.stop(root)]
     finally:
         signal.signal(signal.SIGINT, previous)
 

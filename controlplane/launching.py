@@ -1,9 +1,9 @@
 """Start and stop the local control plane: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok, each a real upstream binary, all on loopback with free ports.
 
-A cluster lives in one directory (``Layout``): certificates, kubeconfig, etcd's data, one log
-file per component and ``cluster.json``, which records the process ids so that another
-process (``make cluster-down``) can stop it.
+A cluster lives in one directory (``controlplane.processes.Layout``): certificates, kubeconfig,
+etcd's data, one log file per component and ``cluster.json``, which records the process ids so
+that another process (``make cluster-down``) can stop it (``controlplane.processes.stop``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -23,27 +22,24 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from controlplane import building
+from controlplane import building, components
+from controlplane.components import Ports
 from controlplane.extenders import SchedulerExtender
 from controlplane.nodes import gpu_nodes
-from controlplane.pki import Pki
+from controlplane.processes import STOP_SECONDS, Layout, log_tail, stop
 
 Progress = Callable[[str], None]
 
-KWOK_CONFIG = Path(__file__).resolve().parent / "kwok.yaml"
-SERVICE_CIDR = "10.96.0.0/16"
 # Budgets for each wait; generous because two busy cores can be slow, and a wait ends as soon
 # as its component is ready.
 READY_SECONDS = 90.0
 # Node objects are created by this many kubectl processes at once (see _create_nodes).
 NODE_BATCHES = 4
-STOP_SECONDS = 15.0
 
 
 class StartError(RuntimeError):
@@ -52,63 +48,6 @@ class StartError(RuntimeError):
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def log_tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log written)"
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Where a cluster keeps its files."""
-
-    root: Path
-
-    @property
-    def pki(self) -> Pki:
-        return Pki(self.root / "pki")
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "cluster.json"
-
-    @property
-    def bin(self) -> Path:
-        return self.root / "bin"
-
-    @property
-    def etcd(self) -> Path:
-        return self.root / "etcd"
-
-    def log(self, component: str) -> Path:
-        return self.logs / f"{component}.log"
-
-
-@dataclass(slots=True)
-class Ports:
-    etcd_client: int = field(default_factory=free_port)
-    etcd_peer: int = field(default_factory=free_port)
-    apiserver: int = field(default_factory=free_port)
-    controller_manager: int = field(default_factory=free_port)
-    scheduler: int = field(default_factory=free_port)
 
 
 class LocalCluster:
@@ -209,23 +148,23 @@ class LocalCluster:
         self.layout.bin.symlink_to(self._bin)
 
     def _start_all(self, progress: Progress) -> None:
+        arguments, ready = self._arguments(), self._ready_probes()
         progress("control plane: starting etcd")
-        self._spawn("etcd", self._etcd_args())
-        self._wait("etcd", self._etcd_healthy)
+        self._spawn("etcd", arguments["etcd"]())
+        self._wait("etcd", ready["etcd"])
         progress("control plane: starting kube-apiserver")
-        self._spawn("kube-apiserver", self._apiserver_args())
-        self._wait("kube-apiserver", lambda: self._https_ok(self.ports.apiserver, "/readyz", client=True))
+        self._spawn("kube-apiserver", arguments["kube-apiserver"]())
+        self._wait("kube-apiserver", ready["kube-apiserver"])
         progress("control plane: starting kube-controller-manager, kube-scheduler and kwok")
-        self._spawn("kube-controller-manager", self._controller_manager_args())
-        self._spawn("kube-scheduler", self._scheduler_args())
-        self._spawn("kwok", self._kwok_args())
-        self._wait("kube-controller-manager",
-                   lambda: self._https_ok(self.ports.controller_manager, "/healthz", client=False))
-        self._wait("kube-scheduler", lambda: self._https_ok(self.ports.scheduler, "/healthz", client=False))
+        self._spawn("kube-controller-manager", arguments["kube-controller-manager"]())
+        self._spawn("kube-scheduler", arguments["kube-scheduler"]())
+        self._spawn("kwok", arguments["kwok"]())
+        self._wait("kube-controller-manager", ready["kube-controller-manager"])
+        self._wait("kube-scheduler", ready["kube-scheduler"])
         progress(f"control plane: creating {self.nodes} fake nodes with {self.gpus_per_node} GPUs each")
         self._create_nodes()
         # kwok makes about a hundred nodes Ready per second on an idle machine; allow for many.
-        self._wait("kwok", self._nodes_ready, READY_SECONDS + self.nodes / 4)
+        self._wait("kwok", ready["kwok"], READY_SECONDS + self.nodes / 4)
         self._wait("kube-controller-manager", self._default_service_account)
 
     def _create_nodes(self) -> None:
@@ -315,104 +254,6 @@ class LocalCluster:
     def _default_service_account(self) -> bool:
         return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
 
-    # --- component arguments --------------------------------------------------------------
-
-    def _etcd_args(self) -> list[str]:
-        client = f"http://127.0.0.1:{self.ports.etcd_client}"
-        peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
-        return [
-            "--name=sluicegate",
-            f"--data-dir={self.layout.etcd}",
-            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=sluicegate={peer}",
-            "--initial-cluster-state=new",
-            # A test cluster's data is thrown away; skipping fsync makes writes cheap.
-            "--unsafe-no-fsync=true",
-            "--auto-compaction-retention=1",
-            "--log-level=warn",
-        ]
-
-    def _apiserver_args(self) -> list[str]:
-        pki = self.layout.pki
-        return [
-            f"--etcd-servers=http://127.0.0.1:{self.ports.etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={self.ports.apiserver}",
-            f"--cert-dir={self.layout.root / 'apiserver-certs'}",
-            f"--tls-cert-file={pki.apiserver_cert}",
-            f"--tls-private-key-file={pki.apiserver_key}",
-            f"--client-ca-file={pki.ca_cert}",
-            f"--service-account-key-file={pki.sa_public}",
-            f"--service-account-signing-key-file={pki.sa_private}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=RBAC",
-            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-            "--allow-privileged=true",
-            # Loopback cannot be a Service endpoint; nothing in the cluster dials the apiserver's Service.
-            "--endpoint-reconciler-type=none",
-            # PodTemplates (which nothing here uses) skip the watch cache, so their watches are
-            # served by etcd: after a compaction, a watch from an old resourceVersion gets the
-            # 410 Gone that a long-running cluster gives, and tests can see reflectors relist.
-            "--watch-cache-sizes=podtemplates#0",
-            "--profiling=false",
-            "--v=1",
-        ]
-
-    def _controller_manager_args(self) -> list[str]:
-        pki = self.layout.pki
-        return [
-            f"--kubeconfig={self.kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports.controller_manager}",
-            "--leader-elect=false",
-            # Each controller acts as its own service account, so pods a Job creates are
-            # created by system:serviceaccount:kube-system:job-controller, as in a real cluster.
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki.sa_private}",
-            f"--root-ca-file={pki.ca_cert}",
-            f"--cluster-signing-cert-file={pki.ca_cert}",
-            f"--cluster-signing-key-file={pki.ca_key}",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
-            "--kube-api-qps=200",
-            "--kube-api-burst=400",
-            "--profiling=false",
-            "--v=1",
-        ]
-
-    def _scheduler_args(self) -> list[str]:
-        config = self.layout.root / "scheduler.yaml"
-        config.write_text(yaml.safe_dump(self.scheduler_configuration()))
-        return [
-            f"--config={config}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports.scheduler}",
-            "--profiling=false",
-            "--v=1",
-        ]
-
-    def scheduler_configuration(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 200, "burst": 400},
-            "leaderElection": {"leaderElect": False},
-        }
-        if self.extender is not None:
-            config["extenders"] = [self.extender.entry()]
-        return config
-
-    def _kwok_args(self) -> list[str]:
-        return [
-            f"--kubeconfig={self.kubeconfig}",
-            f"--config={KWOK_CONFIG}",
-            "--manage-all-nodes=true",
-            "--cidr=10.0.0.1/16",
-            "--node-ip=10.0.0.1",
-        ]
-
     # --- faults ---------------------------------------------------------------------------
 
     def restart(self, component: str, *, hard: bool = False) -> None:
@@ -445,10 +286,18 @@ class LocalCluster:
         _post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
         return revision
 
+    def scheduler_configuration(self) -> dict[str, Any]:
+        return components.scheduler_configuration(self.kubeconfig, self.extender)
+
     def _arguments(self) -> dict[str, Callable[[], list[str]]]:
-        return {"etcd": self._etcd_args, "kube-apiserver": self._apiserver_args,
-                "kube-controller-manager": self._controller_manager_args,
-                "kube-scheduler": self._scheduler_args, "kwok": self._kwok_args}
+        layout, ports = self.layout, self.ports
+        return {
+            "etcd": lambda: components.etcd(layout, ports),
+            "kube-apiserver": lambda: components.apiserver(layout, ports),
+            "kube-controller-manager": lambda: components.controller_manager(layout, ports),
+            "kube-scheduler": lambda: components.scheduler(layout, ports, self.scheduler_configuration()),
+            "kwok": lambda: components.kwok(layout),
+        }
 
     def _ready_probes(self) -> dict[str, Callable[[], bool]]:
         return {
@@ -475,80 +324,3 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
         return data
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); reap it if it is ours.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
-
-
-def _runs(pid: int, component: str) -> bool:
-    """Whether ``pid`` is still the component started under it, not a process that reused it."""
-    try:
-        return Path(os.readlink(f"/proc/{pid}/exe")).name == component
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc here: trust the record
-        return _alive(pid)
-
-
-def record(root: Path, name: str, pid: int) -> None:
-    """Add a process started beside the cluster (a peer such as Kueue) to ``cluster.json``, so
-    that stopping the cluster stops it too, first. Its executable must be named ``name``."""
-    layout = Layout(root.resolve())
-    state = json.loads(layout.state.read_text())
-    # Last in the record, so stop(), which goes in reverse start order, stops it first.
-    state["pids"] = {**{k: v for k, v in state["pids"].items() if k != name}, name: pid}
-    layout.state.write_text(json.dumps(state, indent=2))
-
-
-def forget(root: Path, name: str) -> None:
-    """Remove a process that has stopped from ``cluster.json``."""
-    layout = Layout(root.resolve())
-    with contextlib.suppress(FileNotFoundError):
-        state = json.loads(layout.state.read_text())
-        state["pids"].pop(name, None)
-        layout.state.write_text(json.dumps(state, indent=2))
-
-
-def status(root: Path) -> dict[str, bool]:
-    """Each component recorded in ``root/cluster.json``, and whether it still runs."""
-    layout = Layout(root.resolve())
-    try:
-        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
-    except (FileNotFoundError, KeyError, ValueError):
-        return {}
-    return {name: _runs(pid, name) for name, pid in recorded.items()}
-
-
-def stop(root: Path) -> list[str]:
-    """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
-    layout = Layout(root.resolve())
-    try:
-        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
-    except (FileNotFoundError, KeyError, ValueError):
-        return []
-    pids = {name: pid for name, pid in recorded.items() if _runs(pid, name)}
-    # Stop in reverse start order: clients first, etcd last.
-    order = list(reversed(pids.items()))
-    for _, pid in order:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    while time.monotonic() < deadline and any(_alive(pid) for _, pid in order):
-        time.sleep(0.1)
-    for _, pid in order:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-        if _alive(pid):
-            time.sleep(0.2)
-    layout.state.unlink(missing_ok=True)
-    return [name for name, _ in order]

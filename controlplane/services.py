@@ -58,17 +58,26 @@ def connection_arguments(launch: Launch) -> list[str]:
     ]
 
 
-def webhook_arguments(launch: Launch) -> list[str]:
+def server_arguments(launch: Launch, port: str, host: str = "127.0.0.1") -> list[str]:
+    """The flags every server process shares (process/settings.py): where it serves ``port``
+    over TLS, its probes and metrics on loopback, and the API server. Each serves with the
+    webhook's certificate: it names 127.0.0.1, and the local kube-scheduler trusts its CA."""
     return [
-        "--host", "127.0.0.1",
-        "--port", str(launch.ports["admission"]),
+        "--host", host,
+        "--port", str(launch.ports[port]),
         "--metrics-host", "127.0.0.1",
         "--metrics-port", str(launch.ports["metrics"]),
         "--tls-cert", str(launch.tls_cert),
         "--tls-key", str(launch.tls_key),
+        *connection_arguments(launch),
+    ]
+
+
+def webhook_arguments(launch: Launch) -> list[str]:
+    return [
+        *server_arguments(launch, "admission"),
         # Nobody routes traffic away from a local process before it stops: no need to linger.
         "--drain-seconds", "0",
-        *connection_arguments(launch),
     ]
 
 
@@ -80,22 +89,15 @@ WEBHOOK: Final = Service(
     arguments=webhook_arguments,
 )
 
+
 def controller_arguments(launch: Launch) -> list[str]:
     return [
-        "--host", "127.0.0.1",
-        "--port", str(launch.ports["extender"]),
-        "--metrics-host", "127.0.0.1",
-        "--metrics-port", str(launch.ports["metrics"]),
-        # The extender serves with the webhook's certificate: it names 127.0.0.1, and the
-        # local kube-scheduler trusts its CA.
-        "--tls-cert", str(launch.tls_cert),
-        "--tls-key", str(launch.tls_key),
+        *server_arguments(launch, EXTENDER_PORT),
         # Locally a standby takes over within 8 s of a leader's death (15 s in a cluster).
         "--lease-duration", "8",
         "--renew-deadline", "6",
         "--retry-period", "1",
         "--drain-seconds", "0",
-        *connection_arguments(launch),
     ]
 
 
@@ -103,29 +105,24 @@ CONTROLLER: Final = Service(
     name="controller",
     module="extender",
     account="sluicegate-controller",
-    ports=("extender", "metrics"),
+    ports=(EXTENDER_PORT, "metrics"),
     arguments=controller_arguments,
 )
+
+RECORDS_PORT: Final = "records"
+"""The port name of the recorder's HTTPS API (the Service's port ``https``)."""
+
 
 def recorder_arguments(launch: Launch) -> list[str]:
     return [
         # Served on this host's own address: the API server's service proxy, through which the
         # CLI reads the records, does not proxy to loopback (controlplane/endpoints.py).
-        "--host", launch.address,
-        "--port", str(launch.ports[RECORDS_PORT]),
-        "--metrics-host", "127.0.0.1",
-        "--metrics-port", str(launch.ports["metrics"]),
-        "--tls-cert", str(launch.tls_cert),
-        "--tls-key", str(launch.tls_key),
+        *server_arguments(launch, RECORDS_PORT, host=launch.address),
         "--database", str(launch.data / "recorder" / "records.db"),
         # Commit often: the e2e tests kill it and count what survived.
         "--flush-seconds", "0.2",
-        *connection_arguments(launch),
     ]
 
-
-RECORDS_PORT: Final = "records"
-"""The port name of the recorder's HTTPS API (the Service's port ``https``)."""
 
 RECORDER: Final = Service(
     name="recorder",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from audit.background import BackgroundError
 from audit.recording import RecordingError
-from controlplane import building, deploying, launching
+from controlplane import building, deploying, processes
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster, StartError
 from demo import story
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(root, nodes=NODES, gpus_per_node=GPUS)
     sluicegate = LocalSluicegate(cluster)
     try:
-        running = [name for name, up in launching.status(root).items() if up]
+        running = [name for name, up in processes.status(root).items() if up]
         if running:
             _say(f"demo: a cluster runs in {root} ({', '.join(running)}): stopping it to start a fresh "
                  "one; every object in it (namespaces, queues, pods) is wiped; its logs move to "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -51,9 +51,11 @@ class Flags:
             "(e.g. SLUICEGATE_PORT).",
         )
 
-    def add(self, flag: str, default: object, help: str, kind: type = str, **kw: Any) -> None:
+    def add(self, flag: str, default: object, help: str, kind: Callable[[str], Any] = str, **kw: Any) -> None:
+        # A variable's text is a default that argparse converts with ``kind``, as it would the
+        # flag's: a value it cannot read is refused with the flag's name.
         raw = self.environ.get(env_name(flag))
-        self.parser.add_argument(f"--{flag}", type=kind, default=kind(raw) if raw is not None else default,
+        self.parser.add_argument(f"--{flag}", type=kind, default=raw if raw is not None else default,
                                  help=f"{help} (default: %(default)s)", **kw)
 
     def switch(self, flag: str, default: bool, help: str) -> None:
@@ -63,10 +65,11 @@ class Flags:
                                  default=default if raw is None else raw.lower() in ("1", "true"),
                                  help=f"{help} (default: %(default)s)")
 
-    def server(self, what: str, d: ServerSettings, *, drained: str, awaited: str) -> None:
+    def server(self, what: str, d: ServerSettings, *, drained: str | None, awaited: str) -> None:
         """The flags of ``ServerSettings``, with ``d``'s values as defaults: where to serve
         ``what`` over TLS, the probes, the API server, logging, and what goes on after SIGTERM
-        (``drained`` while unready, then ``awaited`` may finish)."""
+        (``drained`` while unready, then ``awaited`` may finish). A process that does not drain
+        (``drained=None``) has no ``--drain-seconds``: it stops serving at once."""
         add = self.add
         add("host", d.host, f"address to serve {what} on (TLS)")
         add("port", d.port, f"port of {what}", int)
@@ -82,6 +85,9 @@ class Flags:
         add("certificate-authority", "", "CA file that signed the API server's certificate")
         add("log-level", d.log_level, "DEBUG, INFO, WARNING or ERROR")
         add("log-format", d.log_format, "json or text", choices=FORMATS)
+        if drained is None:
+            add("shutdown-seconds", d.shutdown_seconds, f"after SIGTERM, wait this long for {awaited}", float)
+            return
         add("drain-seconds", d.drain_seconds, f"after SIGTERM, keep {drained} this long while unready", float)
         add("shutdown-seconds", d.shutdown_seconds, f"then wait this long for {awaited}", float)
 
@@ -106,6 +112,7 @@ def server_settings(args: argparse.Namespace) -> dict[str, Any]:
         "metrics_port": args.metrics_port,
         "connection": ConnectionSettings(kubeconfig=args.kubeconfig, context=args.context, server=args.server,
                                          token_file=args.token_file, ca_file=args.certificate_authority),
-        "log_level": args.log_level, "log_format": args.log_format, "drain_seconds": args.drain_seconds,
-        "shutdown_seconds": args.shutdown_seconds,
+        "log_level": args.log_level, "log_format": args.log_format,
+        # No flag when the process does not drain (``Flags.server(drained=None)``).
+        "drain_seconds": getattr(args, "drain_seconds", 0.0), "shutdown_seconds": args.shutdown_seconds,
     }

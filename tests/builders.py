@@ -203,20 +203,14 @@ class MakePod(_Builder):
         return self
 
 
-class MakeQueue(_Builder):
-    """A Queue of priority 0, unlimited, BestEffortFIFO, open to everyone."""
+class _Limited(_Builder):
+    """One of Sluicegate's own objects, with no spec yet. A Queue, a Team and the Policy each
+    limit what runs in them the same way: ``spec.maxRunning`` and ``spec.quota``."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, kind: str, name: str) -> None:
         super().__init__(
-            {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": {}}
+            {"apiVersion": keys.API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": {}}
         )
-
-    def model(self) -> Queue:
-        return Queue.parse(self.obj())
-
-    def priority(self, value: int) -> Self:
-        self._spec["priority"] = value
-        return self
 
     def max_running(self, value: int) -> Self:
         self._spec["maxRunning"] = value
@@ -225,6 +219,20 @@ class MakeQueue(_Builder):
     def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
         """``quota(gpus=16)`` for nvidia.com/gpu, or ``quota({"cpu": "64"})``."""
         self._spec["quota"] = _quota(amounts, named)
+        return self
+
+
+class MakeQueue(_Limited):
+    """A Queue of priority 0, unlimited, BestEffortFIFO, open to everyone."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("Queue", name)
+
+    def model(self) -> Queue:
+        return Queue.parse(self.obj())
+
+    def priority(self, value: int) -> Self:
+        self._spec["priority"] = value
         return self
 
     def strict(self) -> Self:
@@ -248,57 +256,31 @@ class MakeQueue(_Builder):
         return self
 
 
-class MakeTeam(_Builder):
+class MakeTeam(_Limited):
     def __init__(self, name: str) -> None:
-        super().__init__(
-            {"apiVersion": keys.API_VERSION, "kind": "Team", "metadata": {"name": name}, "spec": {}}
-        )
+        super().__init__("Team", name)
 
     def model(self) -> Team:
         return Team.parse(self.obj())
-
-    def max_running(self, value: int) -> Self:
-        self._spec["maxRunning"] = value
-        return self
-
-    def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
-        self._spec["quota"] = _quota(amounts, named)
-        return self
 
     def members(self, users: Iterable[str] = (), groups: Iterable[str] = ()) -> Self:
         self._spec["members"] = {"users": list(users), "groups": list(groups)}
         return self
 
 
-class MakePolicy(_Builder):
+class MakePolicy(_Limited):
     def __init__(self) -> None:
-        super().__init__(
-            {
-                "apiVersion": keys.API_VERSION,
-                "kind": "Policy",
-                "metadata": {"name": keys.POLICY_NAME},
-                "spec": {},
-            }
-        )
+        super().__init__("Policy", keys.POLICY_NAME)
 
     def model(self) -> Policy:
         return Policy.parse(self.obj())
-
-    def max_running(self, value: int) -> Self:
-        self._spec["maxRunning"] = value
-        return self
-
-    def quota(self, amounts: Mapping[str, str | int] | None = None, **named: str | int) -> Self:
-        self._spec["quota"] = _quota(amounts, named)
-        return self
 
     def starvation_seconds(self, value: int) -> Self:
         self._spec["starvationSeconds"] = value
         return self
 
     def set(self, **fields: Any) -> Self:
-        self._spec.update(fields)
-        return self
+        return self.set_spec(**fields)
 
 
 class MakeNamespace(_Builder):

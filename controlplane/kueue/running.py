@@ -33,15 +33,8 @@ from controlplane import building
 from controlplane.kueue import manifests
 from controlplane.kueue.manifests import ClientLimits, Endpoints
 from controlplane.kueue.queues import KueueCohort, KueueQueue, policy_objects
-from controlplane.launching import (
-    READY_SECONDS,
-    STOP_SECONDS,
-    LocalCluster,
-    forget,
-    free_port,
-    log_tail,
-    record,
-)
+from controlplane.launching import READY_SECONDS, LocalCluster
+from controlplane.processes import STOP_SECONDS, forget, free_port, log_tail, record
 
 Progress = Callable[[str], None]
 

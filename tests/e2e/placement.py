@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.nodes import gpu_node
-from controlplane.services import EXTENDER_PORT, Launch, Service, connection_arguments
+from controlplane.services import EXTENDER_PORT, Launch, Service, server_arguments
 
 # Labels that tie nodes to one test (pods select them; queues' node pools name them).
 RUN_LABEL: Final = "e2e.sluicegate.dev/run"
@@ -20,15 +20,7 @@ RUNS_FOR: Final = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 
 def extender_arguments(launch: Launch) -> list[str]:
-    return [
-        "--host", "127.0.0.1",
-        "--port", str(launch.ports[EXTENDER_PORT]),
-        "--metrics-port", str(launch.ports["metrics"]),
-        "--tls-cert", str(launch.tls_cert),
-        "--tls-key", str(launch.tls_key),
-        "--log-level", "DEBUG",
-        *connection_arguments(launch),
-    ]
+    return [*server_arguments(launch, EXTENDER_PORT), "--log-level", "DEBUG"]
 
 
 EXTENDER: Final = Service(

@@ -8,6 +8,7 @@ sre's, research is bob's (see ``tests.admission_builders``).
 from __future__ import annotations
 
 import pytest
+from _pytest.mark import ParameterSet
 
 from policy import keys
 from policy.catalog import Catalog
@@ -37,282 +38,204 @@ CATALOG = vision_catalog()
 BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
 
 
+def refused(
+    pod: PodBuilder, message: str, *, id: str, user: str = "alice", namespace: Namespace = NS,
+    catalog: Catalog = CATALOG,
+) -> ParameterSet:
+    """A case: ``user`` creates ``pod`` in ``namespace`` (alice in vision-ml unless it says
+    otherwise) and is refused with exactly ``message``."""
+    return pytest.param(pod, user, namespace, catalog, message, id=id)
+
+
 @pytest.mark.parametrize(
     ("pod", "user", "namespace", "catalog", "message"),
     [
-        pytest.param(
+        refused(
             make_pod().gpus(1),
-            "alice",
-            NS,
-            CATALOG,
             "no queue for this pod: it has no label sluicegate.dev/queue, and neither its presets, "
             f"namespace vision-ml nor the Policy name a default; {VISION_QUEUES}",
             id="no queue anywhere",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-trian"),
-            "alice",
-            NS,
-            CATALOG,
             f'queue "vision-trian" is not open to user alice (team vision); {VISION_QUEUES}',
             id="a queue that does not exist reads as one not open to the user, with the ones to use",
         ),
-        pytest.param(
-            make_pod().queue("prod-train"),
-            "alice",
-            NS,
-            CATALOG,
-            f'queue "prod-train" is not open to user alice (team vision); {VISION_QUEUES}',
-            id="so that it reads exactly as a queue that exists and is not open to them",
-        ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-trian"),
-            "alice",
-            make_namespace(allowed_queues=["vision-train", "vision-interactive", "vision-trian"]),
-            CATALOG,
             f'queue "vision-trian" does not exist; {VISION_QUEUES}',
+            namespace=make_namespace(allowed_queues=["vision-train", "vision-interactive", "vision-trian"]),
             id="a queue the namespace's own list names but that does not exist is said to be missing",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("prod-train"),
-            "alice",
-            NS,
-            CATALOG,
             f'queue "prod-train" is not open to user alice (team vision); {VISION_QUEUES}',
             id="a queue closed to the user and their team",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-interactive"),
-            "alice",
-            make_namespace(allowed_queues=["vision-train"]),
-            CATALOG,
             'queue "vision-interactive" is not allowed in namespace vision-ml; '
             "this namespace may use: vision-train",
+            namespace=make_namespace(allowed_queues=["vision-train"]),
             id="a queue the namespace does not allow",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train"),
-            "carol",
-            NS,
-            CATALOG,
             'queue "vision-train" is not open to user carol (no team); '
             "no queue this namespace may use is open to user carol",
+            user="carol",
             id="a user with no usable queue at all is told so plainly",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("research"),
-            "pat",
-            NS,
-            CATALOG,
             'queue "research" is not open to user pat (team prod); this namespace may use: prod-train',
+            user="pat",
             id="the alternatives are the queues open to this user, not to the namespace's team",
         ),
-        pytest.param(
+        refused(
             make_pod().presets("prod-shape"),
-            "alice",
-            NS,
-            CATALOG,
             f'queue "prod-train" (from preset "prod-shape") is not open to user alice (team vision); '
             f"{VISION_QUEUES}",
             id="a preset's queue is checked like the pod's own",
         ),
-        pytest.param(
+        refused(
             make_pod().gpus(1),
-            "alice",
-            make_namespace(default_queue="gone"),
-            CATALOG,
             f'queue "gone" (the default queue of namespace vision-ml) does not exist; {VISION_QUEUES}',
+            namespace=make_namespace(default_queue="gone"),
             id="a namespace default that does not exist",
         ),
-        pytest.param(
+        refused(
             make_pod().gpus(1),
-            "alice",
-            NS,
-            vision_catalog(policy=make_policy(defaultQueue="prod-train")),
             f'queue "prod-train" (the Policy\'s default queue) is not open to user alice (team vision); '
             f"{VISION_QUEUES}",
+            catalog=vision_catalog(policy=make_policy(defaultQueue="prod-train")),
             id="the Policy's default is checked too",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("broken"),
-            "alice",
-            NS,
-            vision_catalog(queues=[BROKEN_QUEUE]),
             'queue "broken" is invalid (Queue broken: spec.maxRunning: must not be negative, got -1); '
             f"{VISION_QUEUES}",
+            catalog=vision_catalog(queues=[BROKEN_QUEUE]),
             id="a queue whose spec is broken says why",
         ),
-        pytest.param(
+        refused(
             make_pod().gpus(1).presets("huge"),
-            "alice",
-            NS,
-            CATALOG,
             f'preset "huge" does not exist; {ALL_PRESETS}',
             id="a preset that does not exist",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").presets("connections"),
-            "alice",
-            make_namespace(allowed_presets=["single-gpu"]),
-            CATALOG,
             'preset "connections" is not allowed in namespace vision-ml; '
             "this namespace may use presets: single-gpu",
+            namespace=make_namespace(allowed_presets=["single-gpu"]),
             id="a preset the namespace does not allow",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").presets("single-gpu"),
-            "alice",
-            make_namespace(allowed_presets=[]),
-            CATALOG,
             'preset "single-gpu" is not allowed in namespace vision-ml; this namespace may use no presets',
+            namespace=make_namespace(allowed_presets=[]),
             id="a namespace that allows no presets says so",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train"),
-            "alice",
-            make_namespace(default_presets=["gone"]),
-            CATALOG,
             f'preset "gone" (a default of namespace vision-ml) does not exist; {ALL_PRESETS}',
+            namespace=make_namespace(default_presets=["gone"]),
             id="a namespace default preset that does not exist",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").presets("bad"),
-            "alice",
-            NS,
-            vision_catalog(presets=[make_preset("bad").strategy("merge").obj()]),
             "preset \"bad\" is invalid (Preset bad: spec.patchStrategy: 'merge' is not one of replace, "
             "isnull, "
             f"post_merge, pre_merge); {ALL_PRESETS}",
+            catalog=vision_catalog(presets=[make_preset("bad").strategy("merge").obj()]),
             id="a preset whose spec is broken says why",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").node_name("gpu-node-1"),
-            "alice",
-            NS,
-            CATALOG,
             "spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler once "
             "dispatched; remove spec.nodeName (a nodeSelector or a preset can choose nodes)",
             id="a managed pod may not pick its own node",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").label(keys.TEAM_LABEL, "prod"),
-            "alice",
-            NS,
-            CATALOG,
             written_by_sluicegate("label", keys.TEAM_LABEL),
             id="a hand-written team label that differs from the namespace's",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").label("sluicegate.dev/priority", "high"),
-            "alice",
-            NS,
-            CATALOG,
             written_by_sluicegate("label", "sluicegate.dev/priority"),
             id="any other sluicegate.dev label",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").submitter("pat"),
-            "alice",
-            NS,
-            CATALOG,
             written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION),
             id="a hand-written submitter",
         ),
-        pytest.param(
+        refused(
             make_pod()
             .queue("vision-train")
             .annotation(keys.DISPATCHED_AT_ANNOTATION, "2026-01-01T00:00:00Z"),
-            "alice",
-            NS,
-            CATALOG,
             written_by_sluicegate("annotation", keys.DISPATCHED_AT_ANNOTATION),
             id="a hand-written dispatch time",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").annotation(keys.APPLIED_PRESETS_ANNOTATION, "single-gpu"),
-            "alice",
-            NS,
-            CATALOG,
             written_by_sluicegate("annotation", keys.APPLIED_PRESETS_ANNOTATION),
             id="applied presets that were not applied",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").group("ring"),
-            "alice",
-            NS,
-            CATALOG,
             "label sluicegate.dev/group needs annotation sluicegate.dev/group-size: "
             "the number of pods in the group, a positive integer",
             id="a pod group without its size",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").group("ring", 0),
-            "alice",
-            NS,
-            CATALOG,
             "annotation sluicegate.dev/group-size must be a positive integer "
             "no larger than 2147483647, "
             'got "0"',
             id="a pod group of zero pods",
         ),
-        pytest.param(
+        refused(
             make_pod()
             .queue("vision-train")
             .workflow("sweep")
             .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "many"),
-            "alice",
-            NS,
-            CATALOG,
             "annotation sluicegate.dev/workflow-max-running must be a positive integer "
             "no larger than 2147483647, "
             'got "many"',
             id="a workflow limit that is not a number",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").workflow("sweep", -2),
-            "alice",
-            NS,
-            CATALOG,
             "annotation sluicegate.dev/workflow-max-running must be a positive integer "
             "no larger than 2147483647, "
             'got "-2"',
             id="a negative workflow limit",
         ),
-        pytest.param(
+        refused(
             make_pod()
             .queue("vision-train")
             .workflow("sweep")
             .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "9" * 5000),
-            "alice",
-            NS,
-            CATALOG,
             "annotation sluicegate.dev/workflow-max-running must be a positive integer no larger "
             f'than 2147483647, got "{"9" * 37}..." (5000 characters)',
             id="a workflow limit of five thousand digits is refused, not a crash",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("vision-train").group("ring", 2**31),
-            "alice",
-            NS,
-            CATALOG,
             "annotation sluicegate.dev/group-size must be a positive integer no larger "
             'than 2147483647, got "2147483648"',
             id="a group larger than Kubernetes counts is refused",
         ),
-        pytest.param(
+        refused(
             make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "2x"}}),
-            "alice",
-            NS,
-            CATALOG,
             "spec.containers[0].resources.limits.nvidia.com/gpu: '2x' is not a quantity "
             "(examples: 2, 500m, 16Gi, 1e3)",
             id="a quantity that cannot be read",
         ),
-        pytest.param(
+        refused(
             make_pod().queue("prod-train").node_name("n1"),
-            "alice",
-            NS,
-            CATALOG,
             NODE_NAME_REFUSED,
             id="a bypass is refused before access is even looked at",
         ),

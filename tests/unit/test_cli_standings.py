@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Observation, stand
-from cli.stories import FINISHED, HELD_STATE, UNMANAGED, render, tell
-from cli.stories import UNPLACEABLE_STATE as UNPLACEABLE_STORY
+from cli.stories import FINISHED, UNMANAGED, render, tell
 from kube.reading import kubeconfig_files
 from policy import keys
 from tests.builders import T0, MakeNamespace, MakePod, MakePolicy, MakeQueue, MakeTeam, timestamp
@@ -106,7 +105,7 @@ def test_the_story_of_a_held_pod_names_the_limit_its_position_and_what_is_ahead(
     standing = stand(seen(pod("p0", "train").running("n1"), pod("p1", "train", at=1).gated(), held,
                           queues=(MakeQueue("train"),), teams=(team,)))
     story = tell(held.obj(), [], standing)
-    assert story.state == HELD_STATE
+    assert story.state == HELD
     assert story.headline == "held by Sluicegate: TeamLimit: team vision: 1/1 running"
     assert story.hold is not None
     assert (story.hold.position, story.hold.waiting_in_queue) == (2, 2)
@@ -123,7 +122,7 @@ def test_the_story_of_an_unplaceable_pod_gives_the_schedulers_words_and_no_reaso
     huge = _submitted(pod("huge", "train", gpus=16).unschedulable(words)).annotation(
         keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 3))
     story = tell(huge.obj(), [], stand(seen(huge, queues=(MakeQueue("train"),))))
-    assert story.state == UNPLACEABLE_STORY
+    assert story.state == UNPLACEABLE_STATE
     assert story.headline == f"dispatched, waiting for Kubernetes to place it: {words}"
     assert story.hold is None
     text = render(story)

@@ -10,6 +10,7 @@ from tests.builders import MakePolicy, MakeQueue, MakeTeam
 from tests.unit.test_dispatching import Case, check, gated, running
 
 R = Reason
+BIG_SHORT = (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4")
 HIGH_LOW = [MakeQueue("high").priority(10), MakeQueue("low").priority(1)]
 TEAM_HOLD = (
     "held for ml/big in higher-priority queue high (priority 10): it waits for team vision nvidia.com/gpu"
@@ -29,7 +30,7 @@ HOLDS = [
         queues=HIGH_LOW,
         teams=[MakeTeam("vision").quota(gpus=8)],
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
+            "big": BIG_SHORT,
             "small": (R.HELD_FOR_PRIORITY, TEAM_HOLD),
         },
     ),
@@ -43,7 +44,7 @@ HOLDS = [
         queues=HIGH_LOW,
         teams=[MakeTeam("vision").quota(gpus=8)],
         released=["other"],
-        waiting={"big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4")},
+        waiting={"big": BIG_SHORT},
     ),
     Case(
         "a hold covers only the resources the head is short of",
@@ -55,7 +56,7 @@ HOLDS = [
         queues=HIGH_LOW,
         teams=[MakeTeam("vision").quota({"nvidia.com/gpu": 8, "cpu": 64})],
         released=["cpu-only"],
-        waiting={"big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4")},
+        waiting={"big": BIG_SHORT},
     ),
     Case(
         "a higher queue's head short of cluster GPUs keeps every lower queue off them",
@@ -193,7 +194,7 @@ HOLDS = [
         queues=[MakeQueue("high").priority(10), MakeQueue("low").priority(1).max_running(1)],
         teams=[MakeTeam("vision").quota(gpus=8)],
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
+            "big": BIG_SHORT,
             "small": (R.QUEUE_LIMIT, "queue low: 1/1 running"),
         },
     ),

@@ -10,6 +10,7 @@ import pytest
 from extender import settings as controller
 from extender import standalone
 from process.settings import ServerSettings
+from recorder import settings as recorder
 from webhook import settings as webhook
 
 Parse = Callable[[Sequence[str], Mapping[str, str]], ServerSettings]
@@ -47,3 +48,26 @@ def test_a_port_out_of_range_is_refused_by_every_process(
     with pytest.raises(SystemExit):
         PARSERS[name](["--port", "70000"], {"POD_NAME": "replica-0"})
     assert "ports must be between 0 and 65535" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", PARSERS)
+def test_an_environment_variable_that_does_not_read_is_refused_with_its_flag(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        PARSERS[name]([], {"SLUICEGATE_METRICS_PORT": "eighty", "POD_NAME": "replica-0"})
+    assert "argument --metrics-port: invalid int value: 'eighty'" in capsys.readouterr().err
+
+
+def test_the_recorder_reads_the_shared_flags_and_stops_without_draining(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    s = recorder.parse(["--tls-cert", "/tls/flag.crt"], {
+        "SLUICEGATE_TLS_KEY": "/tls/env.key", "SLUICEGATE_KUBECONFIG": "/home/admin/.kube/config",
+        "SLUICEGATE_METRICS_PORT": "9090",
+    })
+    assert (s.tls_cert, s.tls_key, s.metrics_port) == ("/tls/flag.crt", "/tls/env.key", 9090)
+    assert (s.connection.kubeconfig, s.drain_seconds) == ("/home/admin/.kube/config", 0.0)
+    with pytest.raises(SystemExit):
+        recorder.parse(["--drain-seconds", "3"], {})
+    assert "unrecognized arguments: --drain-seconds" in capsys.readouterr().err

@@ -9,6 +9,10 @@ from tests.builders import T0, MakePolicy, MakeQueue, MakeTeam
 from tests.unit.test_dispatching import Case, check, gated, running
 
 R = Reason
+PEERS = [MakeQueue("a"), MakeQueue("b")]
+"""Two queues of equal priority."""
+BIG_SHORT = (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4")
+STARVING_BIG = "held for ml/big in queue a, waiting 60s (over starvationSeconds 30): "
 
 STARVING = [
     Case(
@@ -18,7 +22,7 @@ STARVING = [
             gated("big", queue="a", at=30).gpus(4),
             gated("small", queue="b").gpus(1),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=8)],
         released=["small"],
         waiting={"big": (R.TEAM_QUOTA, "team vision: 7/8 nvidia.com/gpu in use, needs 4")},
@@ -30,22 +34,18 @@ STARVING = [
             gated("big", queue="a", at=0).gpus(4),
             gated("small", queue="b").gpus(1),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(30),
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
-            "small": (
-                R.HELD_FOR_PRIORITY,
-                "held for ml/big in queue a, waiting 60s (over starvationSeconds 30): "
-                "it waits for team vision nvidia.com/gpu",
-            ),
+            "big": BIG_SHORT,
+            "small": (R.HELD_FOR_PRIORITY, STARVING_BIG + "it waits for team vision nvidia.com/gpu"),
         },
     ),
     Case(
         "a starving head that fits goes before its peers take their turns",
         [gated("small", queue="a", at=50).gpus(1), gated("big", queue="b", at=0).gpus(4)],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=4)],
         policy=MakePolicy().starvation_seconds(30),
         released=["big"],
@@ -63,12 +63,8 @@ STARVING = [
         policy=MakePolicy().starvation_seconds(30),
         released=["cpu"],
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
-            "small": (
-                R.HELD_FOR_PRIORITY,
-                "held for ml/big in queue a, waiting 60s (over starvationSeconds 30): "
-                "it waits for team vision nvidia.com/gpu",
-            ),
+            "big": BIG_SHORT,
+            "small": (R.HELD_FOR_PRIORITY, STARVING_BIG + "it waits for team vision nvidia.com/gpu"),
         },
     ),
     Case(
@@ -82,12 +78,8 @@ STARVING = [
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(30),
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
-            "cpu": (
-                R.HELD_FOR_PRIORITY,
-                "held for ml/big in queue a, waiting 60s (over starvationSeconds 30): "
-                "it needs the last free slot of queue a",
-            ),
+            "big": BIG_SHORT,
+            "cpu": (R.HELD_FOR_PRIORITY, STARVING_BIG + "it needs the last free slot of queue a"),
         },
     ),
     Case(
@@ -101,7 +93,7 @@ STARVING = [
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(30),
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
+            "big": BIG_SHORT,
             "cpu": (R.WAITING_TURN, "behind ml/big at the head of StrictFIFO queue a"),
         },
     ),
@@ -112,11 +104,11 @@ STARVING = [
             gated("big", queue="a", at=0).gpus(4).workflow("sweep", 4),
             gated("trial", queue="b", at=1).workflow("sweep", 4),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(30),
         released=["trial"],
-        waiting={"big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4")},
+        waiting={"big": BIG_SHORT},
     ),
     Case(
         "a starving head keeps the last free slot of its workflow from other queues",
@@ -125,16 +117,12 @@ STARVING = [
             gated("big", queue="a", at=0).gpus(4).workflow("sweep", 2),
             gated("trial", queue="b", at=1).workflow("sweep", 2),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(30),
         waiting={
-            "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
-            "trial": (
-                R.HELD_FOR_PRIORITY,
-                "held for ml/big in queue a, waiting 60s (over starvationSeconds 30): "
-                "it needs the last free slot of workflow ml/sweep",
-            ),
+            "big": BIG_SHORT,
+            "trial": (R.HELD_FOR_PRIORITY, STARVING_BIG + "it needs the last free slot of workflow ml/sweep"),
         },
     ),
     Case(
@@ -151,7 +139,7 @@ STARVING = [
     Case(
         "starving heads claim in turn order, not by age, so that deep old queues still alternate",
         [gated("younger", queue="a", at=10).gpus(4), gated("older", queue="b", at=5).gpus(4)],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         policy=MakePolicy().starvation_seconds(30).quota(gpus=4),
         released=["younger"],
         waiting={"older": (R.GLOBAL_QUOTA, "cluster: 4/4 nvidia.com/gpu in use, needs 4")},
@@ -164,7 +152,7 @@ STARVING = [
             gated("big", queue="a", at=0).gpus(4),
             gated("peer", queue="b", team="nlp", at=50).gpus(1),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").max_running(1)],
         policy=MakePolicy().quota(gpus=8).starvation_seconds(30),
         released=["peer"],
@@ -186,7 +174,7 @@ def test_starvation_counts_from_creation_to_the_snapshots_now() -> None:
             gated("big", queue="a", at=0).gpus(4),
             gated("small", queue="b").gpus(1),
         ],
-        queues=[MakeQueue("a"), MakeQueue("b")],
+        queues=PEERS,
         teams=[MakeTeam("vision").quota(gpus=8)],
         policy=MakePolicy().starvation_seconds(600),
         now=T0 + 600,
@@ -197,7 +185,7 @@ def test_starvation_counts_from_creation_to_the_snapshots_now() -> None:
     young.now = T0 + 601
     young.released = []
     young.waiting = {
-        "big": (R.TEAM_QUOTA, "team vision: 6/8 nvidia.com/gpu in use, needs 4"),
+        "big": BIG_SHORT,
         "small": (
             R.HELD_FOR_PRIORITY,
             "held for ml/big in queue a, waiting 601s (over starvationSeconds 600): "

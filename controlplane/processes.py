@@ -1,0 +1,156 @@
+"""The processes of a cluster directory, as any process can see them: where a cluster keeps
+its files (``Layout``), the record of what runs there (``cluster.json``: names and process
+ids), whether each still runs, and stopping them. ``controlplane.launching`` starts what this
+records; ``controlplane.deploying`` keeps Sluicegate's processes in a record of its own beside
+it and stops them the same way (``terminate``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlplane.pki import Pki
+
+STOP_SECONDS = 15.0
+"""How long a stopped process has after SIGTERM before SIGKILL."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a cluster keeps its files."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.root / "pki")
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def etcd(self) -> Path:
+        return self.root / "etcd"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _runs(pid: int, component: str) -> bool:
+    """Whether ``pid`` is still the component started under it, not a process that reused it."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name == component
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: trust the record
+        return alive(pid)
+
+
+def record(root: Path, name: str, pid: int) -> None:
+    """Add a process started beside the cluster (a peer such as Kueue) to ``cluster.json``, so
+    that stopping the cluster stops it too, first. Its executable must be named ``name``."""
+    layout = Layout(root.resolve())
+    state = json.loads(layout.state.read_text())
+    # Last in the record, so stop(), which goes in reverse start order, stops it first.
+    state["pids"] = {**{k: v for k, v in state["pids"].items() if k != name}, name: pid}
+    layout.state.write_text(json.dumps(state, indent=2))
+
+
+def forget(root: Path, name: str) -> None:
+    """Remove a process that has stopped from ``cluster.json``."""
+    layout = Layout(root.resolve())
+    with contextlib.suppress(FileNotFoundError):
+        state = json.loads(layout.state.read_text())
+        state["pids"].pop(name, None)
+        layout.state.write_text(json.dumps(state, indent=2))
+
+
+def status(root: Path) -> dict[str, bool]:
+    """Each component recorded in ``root/cluster.json``, and whether it still runs."""
+    layout = Layout(root.resolve())
+    try:
+        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return {}
+    return {name: _runs(pid, name) for name, pid in recorded.items()}
+
+
+def terminate(pids: Sequence[int]) -> None:
+    """SIGTERM each process group in ``pids`` (in that order), wait up to ``STOP_SECONDS`` for
+    them to end, then SIGKILL what is left."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        if alive(pid):
+            time.sleep(0.2)
+
+
+def stop(root: Path) -> list[str]:
+    """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
+    layout = Layout(root.resolve())
+    try:
+        recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return []
+    running = {name: pid for name, pid in recorded.items() if _runs(pid, name)}
+    # Stop in reverse start order: clients first, etcd last.
+    order = list(reversed(running.items()))
+    terminate([pid for _, pid in order])
+    layout.state.unlink(missing_ok=True)
+    return [name for name, _ in order]
