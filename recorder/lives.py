@@ -144,7 +144,25 @@ def deleted(life: Life, now: float, *, lost: bool = False) -> Life:
 
 
 def _key(life: Life) -> str:
-    return f"{life.namespace}/group:{life.group}" if life.group else f"{life.namespace}/{life.name}"
+    """A pod group's lives go together by namespace and label; any other pod's life is its own
+    workload (by uid: a name used again after the pod was deleted is another workload)."""
+    return f"{life.namespace}/group:{life.group}" if life.group else life.uid
+
+
+def _generations(lives: list[Life]) -> list[list[Life]]:
+    """One group's lives split into the runs it had: a life submitted once every life before it
+    had ended (a group name used again) starts a new workload, as dispatch sees it."""
+    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
+    runs: list[list[Life]] = []
+    ended_at: float | None = None  # when the current run's last life ended; None while one lives
+    for life in lives:
+        if not runs or (ended_at is not None and life.submitted >= ended_at):
+            runs.append([])
+            ended_at = life.finished
+        elif ended_at is not None:
+            ended_at = None if life.finished is None else max(ended_at, life.finished)
+        runs[-1].append(life)
+    return runs
 
 
 def _earliest(values: Iterable[float | None]) -> float | None:
@@ -206,12 +224,19 @@ def workload(lives: list[Life]) -> Record:
 
 
 def workloads(lives: Iterable[Life]) -> list[Record]:
-    """The run records of the workloads these pods make up, ordered by submission."""
+    """The run records of the workloads these pods make up, ordered by submission; a name or
+    group used again counts the workloads that had it before (``Record.again``)."""
     by_key: dict[str, list[Life]] = {}
     for life in lives:
         by_key.setdefault(_key(life), []).append(life)
-    records = [workload(group) for group in by_key.values()]
+    records = [workload(run) for lives in by_key.values() for run in _generations(lives)]
     records.sort(key=lambda r: (r.submitted, r.key))
+    before: dict[str, int] = {}
+    for i, r in enumerate(records):
+        again = before.get(r.key, 0)
+        before[r.key] = again + 1
+        if again:
+            records[i] = replace(r, again=again)
     return records
 
 

@@ -58,11 +58,16 @@ class Record:
     bound: float | None = None
     node: str = ""
     finished: float | None = None
+    again: int = 0
+    """How many earlier workloads had this one's name (or group) in its namespace: a name used
+    again once its pod was deleted, a group name used again once its run had ended."""
 
     @property
     def key(self) -> str:
-        """The workload's key, as policy names it: ``ns/pod`` or ``ns/group:<name>``."""
-        return f"{self.namespace}/group:{self.group}" if self.group else f"{self.namespace}/{self.name}"
+        """The workload's key, as policy names it: ``ns/pod`` or ``ns/group:<name>``; with
+        ``#<again>`` after it for a name used again, so that a key is one workload."""
+        key = f"{self.namespace}/group:{self.group}" if self.group else f"{self.namespace}/{self.name}"
+        return f"{key}#{self.again}" if self.again else key
 
     @property
     def started(self) -> float | None:
@@ -107,6 +112,7 @@ class RecordJSON(TypedDict):
     bound: NotRequired[str | None]
     node: NotRequired[str | None]
     finished: NotRequired[str | None]
+    again: NotRequired[int]
 
 
 class TraceError(ValueError):
@@ -273,6 +279,7 @@ def parse_record(data: object, line: int = 1, source: str = "trace") -> Record:
         bound=at.time("bound"),
         node=at.text("node"),
         finished=at.time("finished"),
+        again=at.integer("again", 0, minimum=0) or 0,
     )
     if record.workflow_max_running is not None and not record.workflow:
         raise at.fail("workflowMaxRunning", "is set, but the workload names no workflow")
@@ -312,6 +319,8 @@ def record_json(r: Record) -> RecordJSON:
         out["finished"] = format_time(r.finished)
     if r.node:
         out["node"] = r.node
+    if r.again:
+        out["again"] = r.again
     return out
 
 

@@ -111,6 +111,33 @@ def test_a_group_makes_one_workload_whose_times_are_its_pods() -> None:
     assert (still.phase, still.finished, still.bound) == (Phase.RUNNING, None, None)
 
 
+def test_a_name_used_again_after_its_pod_was_deleted_is_another_workload() -> None:
+    first = Life("u1", "ml", "dup", "train", T0, requests={"nvidia.com/gpu": 1000},
+                 released=T0 + 1, bound=T0 + 2, node="n1", finished=T0 + 5, phase=Phase.SUCCEEDED)
+    second = Life("u2", "ml", "dup", "train", T0 + 10, requests={"nvidia.com/gpu": 2000}, released=T0 + 11)
+    older, newer = workloads([second, first])
+    assert (older.key, newer.key) == ("ml/dup", "ml/dup#1")
+    assert (older.submitted, older.requests, older.finished, older.node) == (
+        T0, {"nvidia.com/gpu": 1000}, T0 + 5, "n1")
+    assert (newer.submitted, newer.requests, newer.released, newer.bound, newer.phase) == (
+        T0 + 10, {"nvidia.com/gpu": 2000}, T0 + 11, None, Phase.RUNNING)
+
+
+def test_a_group_name_used_again_once_every_pod_of_its_run_had_ended_is_another_workload() -> None:
+    def member(uid: str, submitted: float, finished: float | None) -> Life:
+        return Life(uid, "ml", f"g-{uid}", "train", T0 + submitted, group="g", group_size=2,
+                    released=T0 + submitted + 1, finished=None if finished is None else T0 + finished,
+                    phase=Phase.PENDING if finished is None else Phase.SUCCEEDED)
+
+    # a and b ran together; c joined while b still ran (a replacement); d and e came after all ended.
+    runs = workloads([member("a", 0, 5), member("b", 0.5, 9), member("c", 6, 12),
+                      member("d", 20, None), member("e", 20.5, None)])
+    assert [(r.submitted - T0, r.phase) for r in runs] == [(0, Phase.SUCCEEDED), (20, Phase.RUNNING)]
+    assert runs[0].finished == T0 + 12
+    assert [r.key for r in runs] == ["ml/group:g", "ml/group:g#1"]
+    assert [parse_record(record_json(r)) for r in runs] == runs
+
+
 def test_every_workload_record_is_a_valid_trace_line_and_lives_survive_the_database() -> None:
     life = observe(terminated(scheduled(stamped(pod().finished(), admitted=0, dispatched=2), at=2), at=30),
                    T0 + 31)
