@@ -18,8 +18,8 @@ from pathlib import Path
 
 from cli import recorder
 from cli.commands import Command, CommandError
-from records.periods import parse_duration
-from records.trace import parse_time, write
+from records.periods import start_of
+from records.trace import write
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +32,7 @@ def since(text: str | None, now: float) -> float | None:
     if text is None:
         return None
     try:
-        return parse_time(text) if "T" in text else now - parse_duration(text)
+        return start_of(text, now)
     except ValueError as e:
         raise CommandError(f"--since: {e}") from e
 

@@ -22,7 +22,7 @@ from cli.simulate import WaitsJSON, waits_json
 from cli.tables import FORMATS, csv_text, json_text, number, percent, table
 from policy import keys
 from records.accounting import By, Line, Report, account, usage_over_time
-from records.periods import format_duration, parse_duration
+from records.periods import format_duration, start_of
 from records.sources import Source, TraceFile
 from records.trace import format_time, parse_time
 
@@ -56,12 +56,13 @@ def period(args: argparse.Namespace, src: Source) -> tuple[float, float]:
     try:
         if args.since is None:
             since = min((r.submitted for r in src.records()), default=until)
-        elif "T" in args.since:
-            since = parse_time(args.since)
         else:
-            since = until - parse_duration(args.since)
+            since = start_of(args.since, until)
     except ValueError as e:
         raise CommandError(f"--since: {e}") from e
+    if since >= until and args.since is None:
+        raise CommandError(f"nothing to report: no workload was submitted before the end of the period, "
+                           f"{format_time(until)}")
     if since >= until:
         raise CommandError(f"--since {args.since} is not before the end of the period, {format_time(until)}")
     return since, until

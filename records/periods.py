@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from records.trace import parse_time
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", re.ASCII)
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -22,6 +24,14 @@ def parse_duration(text: str) -> float:
     if not text or _PART.sub("", text):
         raise ValueError(f"{text!r} is not a length of time (examples: 90, 45s, 30m, 1h30m, 7d)")
     return sum(float(n) * _SECONDS[unit] for n, unit in _PART.findall(text))
+
+
+def start_of(text: str, end: float) -> float:
+    """The start of a period that ends at ``end``: an RFC 3339 time, or a length back from
+    ``end`` (``7d``); never before the epoch, so any length reaches back to the beginning."""
+    if "T" in text:
+        return parse_time(text)
+    return max(0.0, end - parse_duration(text))
 
 
 def format_duration(seconds: float) -> str:

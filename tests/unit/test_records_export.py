@@ -72,3 +72,15 @@ def test_export_writes_the_trace_and_says_how_many_pods_were_lost(
 
 def test_export_refuses_a_since_it_cannot_read() -> None:
     assert main(["records", "export", "--since", "last tuesday"]) == 1
+
+
+def test_a_since_longer_than_all_time_asks_for_every_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[float | None] = []
+
+    def fetch(args: argparse.Namespace, since: float | None) -> RecordList:
+        seen.append(since)
+        return RecordList.from_json(answer(lost=0))
+
+    monkeypatch.setattr(recorder, "fetch", fetch)
+    assert main(["records", "export", "--since", "99999999d", "-o", "/dev/null"]) == 0
+    assert seen == [0.0]

@@ -159,3 +159,26 @@ def test_a_bad_trace_fails_with_the_line_and_field(
 def test_a_missing_trace_is_one_line_of_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "--trace", str(tmp_path / "none.jsonl")]) == 1
     assert capsys.readouterr().err == f"sluicegate: {tmp_path / 'none.jsonl'}: No such file or directory\n"
+
+
+@pytest.mark.parametrize("since", ["99999999d", "1000000000000000d"])
+def test_a_since_longer_than_all_time_reports_everything(
+    since: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(trace_file(tmp_path))
+    assert main(["report", "--trace", path, "-o", "json"]) == 0
+    everything = json.loads(capsys.readouterr().out)
+    assert main(["report", "--trace", path, "-o", "json", "--since", since]) == 0
+    longer = json.loads(capsys.readouterr().out)
+    assert longer["lines"] == everything["lines"]
+
+
+def test_an_empty_trace_says_there_is_nothing_to_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["report", "--trace", str(empty)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "sluicegate: nothing to report: no workload was submitted before the end of the period, "
+        "1970-01-01T00:00:00.000000Z")
