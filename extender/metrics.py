@@ -41,8 +41,12 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry if registry is not None else CollectorRegistry()
 
+        self.families: list[_Family] = []
+
         def gauge(name: str, doc: str, labels: Iterable[str]) -> _Family:
-            return _Family(Gauge(name, doc, list(labels), registry=r))
+            family = _Family(Gauge(name, doc, list(labels), registry=r))
+            self.families.append(family)
+            return family
 
         self.queue_pending = gauge("sluicegate_queue_pending_workloads",
                                    "Workloads held by the gate, by queue", ["queue"])
@@ -96,6 +100,14 @@ class ControllerMetrics:
         for operation in OPERATIONS:
             self.api_errors.labels(operation)
         self.leader.set(0)
+
+    def forget_figures(self) -> None:
+        """Drop the per-queue and per-team series and zero the cluster's: a replica that does
+        not lead has no figures, and stale ones would keep alerts firing (or quiet)."""
+        for family in self.families:
+            family.replace({})
+        self.cluster_running.set(0)
+        self.cluster_pending.set(0)
 
     def failed(self, operation: str, status: int) -> None:
         self.api_errors.labels(operation if operation in OPERATIONS else "other").inc()

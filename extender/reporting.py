@@ -52,8 +52,11 @@ class Reporter:
         self.writes = 0
 
     def clear(self) -> None:
-        """Forget what was written (a new term as leader writes every status once)."""
+        """Forget what was written (a new term as leader writes every status once) and the
+        figures: only the leader exports them."""
         self._written.clear()
+        self._figures = None
+        self.metrics.forget_figures()
 
     # --- gauges ---------------------------------------------------------------------------
 

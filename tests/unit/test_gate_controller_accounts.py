@@ -153,3 +153,18 @@ async def test_a_release_cut_short_by_a_lost_lead_is_counted_when_the_watch_show
     world.controller.leadership_changed(True)
     await cycle(world)
     assert releases(world) == 1
+
+
+async def test_a_replica_that_loses_the_lead_stops_exporting_the_queues_figures(world: World) -> None:
+    world.catalog = quota_of(0)
+    world.submit(gated_pod("p0").gpus(1))
+    await cycle(world)
+    assert gauge(world, "sluicegate_queue_pending_workloads", queue="train") == 1
+    assert gauge(world, "sluicegate_cluster_pending_workloads") == 1
+
+    world.leader.leading = False
+    world.controller.leadership_changed(False)
+    assert gauge(world, "sluicegate_queue_pending_workloads", queue="train") is None
+    assert gauge(world, "sluicegate_team_pending_workloads", team="vision") is None
+    assert gauge(world, "sluicegate_cluster_pending_workloads") == 0
+    assert gauge(world, "sluicegate_leader") == 0
