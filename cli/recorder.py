@@ -1,6 +1,7 @@
 """Reaching the recorder from the command line: through the API server's service proxy, with
-the user's own kubeconfig, so Kubernetes RBAC (``services/proxy`` on the recorder's Service)
-decides who may read the records. No port-forward and no credentials of its own.
+the user's own kubeconfig (impersonation included, as for every other command), so Kubernetes
+RBAC (``services/proxy`` on the recorder's Service) decides who may read the records. No
+port-forward and no credentials of its own.
 
     GET /api/v1/namespaces/<namespace>/services/<service>/proxy/records?since=<RFC 3339>
 """
@@ -9,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
 from cli.commands import CommandError
-from kube.connecting import ApiError, Connection, ConnectionSettings, KubeError
+from kube.connecting import ApiError, KubeError
+from kube.reading import open_as_user
 from records.sources import Recorded, RecordList
 from records.trace import format_time
 
@@ -33,14 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the recorder's Service as the proxy names it, scheme:name:port")
 
 
-def kubeconfig(args: argparse.Namespace) -> Path:
-    if args.kubeconfig:
-        return Path(args.kubeconfig)
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), "")
-    return Path(first) if first else Path.home() / ".kube" / "config"
-
-
 def path(args: argparse.Namespace) -> str:
     namespace = quote(args.recorder_namespace, safe="")
     service = quote(args.recorder_service, safe=":")
@@ -48,8 +40,7 @@ def path(args: argparse.Namespace) -> str:
 
 
 async def _fetch(args: argparse.Namespace, since: float | None) -> RecordList:
-    settings = ConnectionSettings(kubeconfig=str(kubeconfig(args)), context=args.context)
-    connection = await Connection.open(settings, user_agent=USER_AGENT)
+    connection = (await open_as_user(args.kubeconfig or "", args.context, user_agent=USER_AGENT)).connection
     try:
         query = {"since": format_time(since)} if since is not None else None
         data = await connection.request("GET", path(args), query=query, timeout=300)

@@ -255,3 +255,7 @@ def test_a_kubeconfig_that_impersonates_reads_as_the_impersonated_user(
         assert refused.stderr.count("\n") == 1, refused.stderr
         assert refused.stderr.startswith("sluicegate: forbidden: "), refused.stderr
         assert '"nobody"' in refused.stderr, refused.stderr
+    records = run(f"sluicegate records export --kubeconfig {config}", shell_env(cluster))
+    assert records.returncode == 1 and records.stdout == "", records.stdout[:200]
+    assert records.stderr.startswith("sluicegate: you may not read the run records: "), records.stderr
+    assert '"nobody"' in records.stderr, records.stderr
