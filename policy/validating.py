@@ -1,4 +1,5 @@
-"""What the API server would refuse in the fields presets set: resources and volume mounts.
+"""What the API server would refuse in the fields presets set: resources, volume mounts and
+tolerations.
 
 Admission merges presets into a pod that the API server validates afterwards. A merge that
 produced a pod the API server rejects would show the user an error about fields they never
@@ -7,7 +8,10 @@ the preset (``admitting``). The rules, as Kubernetes states them:
 
 - a request is at most its limit; for resources that cannot be overcommitted (extended resources
   such as GPUs, and hugepages) a request equals its limit, and a request needs a limit;
-- every volume mount names a volume of the pod.
+- every volume mount names a volume of the pod;
+- a toleration's operator is ``Equal`` (or empty) or ``Exists``; ``Exists`` has no value; an
+  empty key needs ``Exists``; the effect is empty, ``NoSchedule``, ``PreferNoSchedule`` or
+  ``NoExecute``; ``tolerationSeconds`` goes only with ``NoExecute``.
 
 Problems are described by container name and mount path rather than by list index, so the
 problems of a pod before and after a merge compare as sets.
@@ -85,7 +89,37 @@ def problems(pod: Obj) -> frozenset[str]:
                         f'{subject} mounts volume "{volume}" at {mount.get("mountPath")}, '
                         "which spec.volumes does not have"
                     )
+    for toleration in _items(spec.get("tolerations")):
+        out |= toleration_problems(toleration)
     return frozenset(out)
+
+
+OPERATORS = frozenset({"", "Equal", "Exists"})
+EFFECTS = frozenset({"", "NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+
+def toleration_problems(toleration: Obj) -> set[str]:
+    """How one toleration breaks Kubernetes' rules (described by its key, so that the problems
+    before and after a merge compare as sets)."""
+    key, operator, value, effect = (_text(toleration.get(f)) for f in ("key", "operator", "value", "effect"))
+    subject = f'the toleration of key "{key}"' if key else "a toleration without a key"
+    out = set()
+    if operator not in OPERATORS:
+        out.add(f"{subject} has operator {_written(operator)}; it must be Equal or Exists")
+    elif operator == "Exists" and value:
+        out.add(f"{subject} has operator Exists and a value; Exists takes no value")
+    elif not key and operator != "Exists":
+        out.add(f"{subject} has operator {operator or 'Equal'}; an empty key needs Exists")
+    if effect not in EFFECTS:
+        out.add(f"{subject} has effect {_written(effect)}; it must be NoSchedule, PreferNoSchedule or "
+                "NoExecute")
+    elif toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+        out.add(f"{subject} has tolerationSeconds, which only effect NoExecute takes")
+    return out
+
+
+def _text(value: object) -> str:
+    return "" if value is None else value if isinstance(value, str) else str(value)
 
 
 def _items(raw: object) -> list[Obj]:

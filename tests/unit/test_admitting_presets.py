@@ -229,6 +229,21 @@ SCRATCH_MOUNT = {"name": "data", "mountPath": "/data"}
             "fix the preset",
             id="mounting a volume nobody defines",
         ),
+        pytest.param(
+            make_pod(),
+            make_preset("bogus").pod("tolerations", [{"key": "a", "operator": "Bogus"}]),
+            'preset "bogus" (patchStrategy replace) would make the pod invalid: the toleration of key "a" '
+            "has operator Bogus; it must be Equal or Exists; ask a platform administrator to fix the preset",
+            id="a toleration with an operator Kubernetes does not know",
+        ),
+        pytest.param(
+            make_pod(),
+            make_preset("spot").pod("tolerations", [{"key": "spot", "operator": "Exists", "value": "yes"}]),
+            'preset "spot" (patchStrategy replace) would make the pod invalid: the toleration of key "spot" '
+            "has operator Exists and a value; Exists takes no value; ask a platform administrator to fix "
+            "the preset",
+            id="a toleration that both matches any value and names one",
+        ),
     ],
 )
 def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
