@@ -126,7 +126,7 @@ def test_a_quota_lowered_below_a_pending_pod_says_it_can_never_run_and_raising_i
     queue = scene.queue("train", quota={gpu: "2"})
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 1, prefix="running", gpus=2, seconds=300)  # outlasts the test
+        scene.pods(namespace, queue, 1, prefix="running", gpus=2, seconds=HELD_SECONDS)  # until the test ends
         recorder.wait(lambda t: t.released >= 1, DRAIN_SECONDS)
         scene.pods(namespace, queue, 1, prefix="waiting", gpus=2, seconds=1)
         full = f"queue {queue}: 2/2 {gpu} in use, needs 2"

@@ -42,9 +42,11 @@ def test_lowering_a_limit_under_flow_never_evicts_and_raising_it_releases_at_onc
     with scenario("limits raised and lowered under flow") as row, \
             recording(credentials, selector=scene.selector) as recorder:
         timeline = Timeline(cap(2))
-        # The first two run until the test ends them: only the raise can release more.
+        # The first two run until the test ends them: only the raise can release more. The three
+        # it releases are held too, so no slot frees while the lowering travels to the controller.
         long = scene.pods(namespace, queue, 2, prefix="long", seconds=HELD_SECONDS)
-        scene.pods(namespace, queue, count - 2, seconds=4)
+        held = [*long, *scene.pods(namespace, queue, 3, seconds=HELD_SECONDS)]
+        scene.pods(namespace, queue, count - 5, start=3, seconds=4)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         raised = now()
         scene.patch("queues", queue, {"maxRunning": 5})
@@ -57,11 +59,11 @@ def test_lowering_a_limit_under_flow_never_evicts_and_raising_it_releases_at_onc
         lowered = now()
         scene.patch("queues", queue, {"maxRunning": 1})
         timeline = timeline.then(lowered, cap(1))
-        # Once the controller shows the new limit (the Queue's status), the long pods end: the
-        # slots they free must not be filled.
-        eventually(lambda: scene.queue_status(queue).get("display", {}).get("running", "").endswith("/1"),
+        # Once the controller shows the new limit (the Queue's status), the held pods end: the
+        # slots they free must not be filled beyond it.
+        eventually(lambda: scene.queue_status(queue).get("display", {}).get("running") == "5/1",
                    "the queue's status to show the lowered limit")
-        scene.finish(namespace, *long)
+        scene.finish(namespace, *held)
         eventually(lambda: running(recorder.snapshot(), queue) <= 1, "the queue down to 1 running",
                    DRAIN_SECONDS)
         timeline = timeline.then(now(), cap(3))  # the instant before the change: the controller
