@@ -5,7 +5,8 @@ Every scenario runs under a burst of submissions, watched by the independent rec
 with the same verdict over its record: no release over a limit in force, every submitted pod
 terminal, none released twice, none lost. Its figures go to the file named by
 ``SLUICEGATE_FAULTS_FIGURES`` (``make faults`` points it at docs/reliability.json), else to a
-scratch file, so ``make test`` never rewrites the checked-in figures.
+scratch file of this test run's own (several runs share the machine), so ``make test`` never
+rewrites the checked-in figures.
 
 ``SLUICEGATE_FAULTS=full`` (``make faults``) runs the longer variants: more kills, more pods.
 """
@@ -50,7 +51,7 @@ def scale(quick: int, full: int) -> int:
 
 def figures_path() -> Path:
     named = os.environ.get("SLUICEGATE_FAULTS_FIGURES")
-    return Path(named) if named else Path(tempfile.gettempdir()) / "sluicegate-faults.json"
+    return Path(named) if named else Path(tempfile.gettempdir()) / f"sluicegate-faults-{os.getpid()}.json"
 
 
 # --- the controller's processes -------------------------------------------------------------

@@ -27,6 +27,9 @@ from tests.e2e.conftest import eventually
 
 Obj = dict[str, Any]
 API = keys.API_VERSION
+HELD_SECONDS = 3600.0
+"""A pod created with ``seconds=HELD_SECONDS`` runs until the test ends it with ``Scene.finish``:
+the test, not the machine's speed, decides when its slot frees."""
 
 
 class Scene:
@@ -105,6 +108,11 @@ class Scene:
         names = [f"{prefix}{i:02d}" for i in range(start, start + count)]
         self.create(*(self.pod(namespace, n, queue, **kw) for n in names))
         return names
+
+    def finish(self, namespace: str, *pods: str) -> None:
+        """End these pods now: kwok plans a pod's completion again when its delay annotation
+        changes, so a running pod succeeds at once (one not running yet, as soon as it runs)."""
+        self.kubectl("annotate", "pod", "-n", namespace, *pods, f"{KWOK_DELAY_ANNOTATION}=0s", "--overwrite")
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj:
         where = ("-n", namespace) if namespace else ()

@@ -13,7 +13,7 @@ from controlplane.launching import LocalCluster
 from policy import keys
 from tests.doc_commands import run, shell_env
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene
+from tests.e2e.scenes import HELD_SECONDS, Scene
 
 SAMPLE_ACCESS = Path(__file__).parents[2] / "manifests" / "samples" / "access.yaml"
 UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
@@ -89,7 +89,7 @@ def test_pods_lists_pending_pods_in_dispatch_order_and_queues_shows_each_queues_
     high = scene.queue("high", priority=10, maxRunning=0)
     low = scene.queue("low", maxRunning=1)
     ns = scene.namespace(team)
-    scene.pods(ns, low, 2, prefix="low", seconds=300)  # low00 runs, low01 waits behind it
+    scene.pods(ns, low, 2, prefix="low", seconds=HELD_SECONDS)  # low00 runs, low01 waits behind it
     scene.pods(ns, high, 2, prefix="high")
     try:
         scene.wait_reason(ns, ["low01", "high00", "high01"], keys.Reason.QUEUE_LIMIT.value)

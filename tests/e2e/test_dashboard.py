@@ -8,7 +8,7 @@ from controlplane.deploying import LocalSluicegate
 from policy import keys
 from tests.dashboards import DASHBOARD, dashboard, series
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene
+from tests.e2e.scenes import HELD_SECONDS, Scene
 from tests.e2e.scraping import exported
 
 
@@ -20,7 +20,7 @@ def test_every_series_the_dashboard_queries_is_exported_by_a_real_scrape(
     roomy = scene.queue("roomy")
     ns = scene.namespace(team)
     scene.pods(ns, stopped, 1, prefix="held")  # pending, with a reason
-    scene.pods(ns, roomy, 1, prefix="run", seconds=120)  # released: a wait observed, GPUs in use
+    scene.pods(ns, roomy, 1, prefix="run", seconds=HELD_SECONDS)  # released: a wait observed, GPUs in use
     scene.pods(ns, roomy, 1, prefix="huge", gpus=16)  # released, and no node can hold it
     refused = scene.cluster.kubectl("create", "-f", "-", check=False, input=_pod_yaml(scene, ns, "refused"))
     assert refused.returncode != 0 and "is not open to" in refused.stderr, refused.stderr  # a denial

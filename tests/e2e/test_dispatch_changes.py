@@ -16,7 +16,7 @@ from controlplane.deploying import LocalSluicegate
 from policy import keys
 from policy.limits import NEVER
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene, first, now, only, releases
+from tests.e2e.scenes import HELD_SECONDS, Scene, first, now, only, releases
 
 DRAIN_SECONDS = 120.0
 
@@ -34,13 +34,16 @@ def test_a_paused_queue_dispatches_nothing_until_unpaused_and_its_running_work_g
     queue = scene.queue("train", maxRunning=2)
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 4, seconds=3)
+        # p00 and p01 run until the test ends them: no slot frees before the pause is seen.
+        scene.pods(namespace, queue, 2, seconds=HELD_SECONDS)
+        scene.pods(namespace, queue, 2, start=2, seconds=3)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         scene.patch("queues", queue, {"paused": True})
         scene.wait_reason(namespace, ["p02", "p03"], keys.Reason.QUEUE_PAUSED.value)
         paused = now()
         # The running pods finish while paused; the controller has seen their slots free up
         # (the Queue's status says nothing runs) and still releases nothing.
+        scene.finish(namespace, "p00", "p01")
         recorder.wait(lambda t: t.finished >= 2, DRAIN_SECONDS)
         eventually(lambda: scene.queue_status(queue).get("running") == 0 and
                    scene.queue_status(queue).get("pending") == 2, "the queue's status: 0 running, 2 pending")
@@ -63,15 +66,20 @@ def test_lowering_a_limit_never_evicts_and_raising_it_releases_at_once(
     queue = scene.queue("train", maxRunning=3)
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 6, seconds=3)
+        scene.pods(namespace, queue, 6, seconds=HELD_SECONDS)  # each runs until the test ends it
         recorder.wait(lambda t: t.released >= 3, DRAIN_SECONDS)
-        scene.patch("queues", queue, {"maxRunning": 1})
         lowered = now()
+        scene.patch("queues", queue, {"maxRunning": 1})
+        eventually(lambda: scene.queue_status(queue).get("display", {}).get("running") == "3/1",
+                   "the queue's status: 3/1 running (the controller has the lowered limit)")
         # The three running pods finish; then one at a time runs.
+        scene.finish(namespace, "p00", "p01", "p02")
         recorder.wait(lambda t: t.released >= 4, DRAIN_SECONDS)
         scene.wait_reason(namespace, ["p05"], keys.Reason.QUEUE_LIMIT.value)
         raised = now()  # before the change: the controller may act before kubectl returns
         scene.patch("queues", queue, {"maxRunning": 4})
+        recorder.wait(lambda t: t.released >= 6, DRAIN_SECONDS)
+        scene.finish(namespace, "p03", "p04", "p05")
         recorder.wait(lambda t: t.finished >= 6, DRAIN_SECONDS)
         record = recorder.snapshot()
 
@@ -118,7 +126,7 @@ def test_a_quota_lowered_below_a_pending_pod_says_it_can_never_run_and_raising_i
     queue = scene.queue("train", quota={gpu: "2"})
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 1, prefix="running", gpus=2, seconds=300)  # outlasts the test
+        scene.pods(namespace, queue, 1, prefix="running", gpus=2, seconds=HELD_SECONDS)  # until the test ends
         recorder.wait(lambda t: t.released >= 1, DRAIN_SECONDS)
         scene.pods(namespace, queue, 1, prefix="waiting", gpus=2, seconds=1)
         full = f"queue {queue}: 2/2 {gpu} in use, needs 2"

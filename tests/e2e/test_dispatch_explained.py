@@ -12,7 +12,7 @@ import yaml
 from controlplane.deploying import LocalSluicegate
 from policy import keys
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene
+from tests.e2e.scenes import HELD_SECONDS, Scene
 from tests.e2e.scraping import exported
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -27,7 +27,7 @@ def test_describe_names_the_limit_that_holds_a_pod_and_says_kubernetes_cannot_pl
     queue = scene.queue("train", maxRunning=1)
     roomy = scene.queue("roomy")
     namespace = scene.namespace(team)
-    scene.pods(namespace, queue, 3, seconds=120)  # p00 keeps its slot while the test reads the others
+    scene.pods(namespace, queue, 3, seconds=HELD_SECONDS)  # p00 keeps its slot while the test reads
     scene.pods(namespace, roomy, 1, prefix="huge", gpus=16)  # more GPUs than any node has (8)
     try:
         scene.wait_reason(namespace, ["p02"], keys.Reason.QUEUE_LIMIT.value)

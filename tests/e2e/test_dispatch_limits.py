@@ -12,7 +12,7 @@ from audit.recording import recording
 from audit.records import Kind
 from policy import keys
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene, first, only, wait_finished
+from tests.e2e.scenes import HELD_SECONDS, Scene, first, only, wait_finished
 
 GATE = keys.GATE
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
@@ -48,8 +48,14 @@ def test_a_sweep_limited_to_3_trials_never_runs_more_while_another_teams_pods_ke
     sweep = {keys.WORKFLOW_LABEL: "lr-sweep"}
     limit = {keys.WORKFLOW_MAX_RUNNING_ANNOTATION: "3"}
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(vision_ns, sweeps, 12, prefix="trial", seconds=1, labels=sweep, annotations=limit)
+        # The first 3 trials fill the sweep's limit until the test ends them: the other team's
+        # pods must go while the sweep's other trials wait, however fast the trials would run.
+        trial = {"labels": sweep, "annotations": limit}
+        scene.pods(vision_ns, sweeps, 3, prefix="trial", seconds=HELD_SECONDS, **trial)
+        scene.pods(vision_ns, sweeps, 9, prefix="trial", start=3, seconds=1, **trial)
         scene.pods(nlp_ns, other, 4, prefix="nb", seconds=1)
+        recorder.wait(lambda t: t.finished >= 4, DRAIN_SECONDS)  # only the other team's can finish
+        scene.finish(vision_ns, "trial00", "trial01", "trial02")
         recorder.wait(lambda t: t.finished >= 16, DRAIN_SECONDS)
         record = recorder.snapshot()
 

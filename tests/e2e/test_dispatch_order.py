@@ -8,7 +8,7 @@ from audit.connection import Credentials
 from audit.recording import recording
 from audit.records import Kind
 from policy import keys
-from tests.e2e.scenes import Scene, first, now, only, releases
+from tests.e2e.scenes import HELD_SECONDS, Scene, first, now, only, releases
 
 DRAIN_SECONDS = 120.0
 
@@ -21,17 +21,19 @@ def test_an_urgent_queue_goes_before_older_pods_of_a_lower_priority_and_nothing_
     urgent = scene.queue("urgent", priority=100)
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, batch, 2, prefix="batch", seconds=5)
+        # The first two hold the team's slots until the test ends them, so no slot frees before
+        # the controller has shown (by each pod's condition) that it has seen every waiting pod:
+        # the order then cannot depend on how fast its watch delivered each of them.
+        scene.pods(namespace, batch, 2, prefix="batch", seconds=HELD_SECONDS)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)  # the team is full now
-        # Hold every slot the running pods free until the controller has seen all the waiting
-        # pods: the order then cannot depend on how fast its watch delivered each of them.
-        scene.patch("teams", team, {"maxRunning": 0})
         scene.pods(namespace, batch, 3, prefix="batch", start=2, seconds=1)
         scene.wait_reason(namespace, ["batch04"], keys.Reason.TEAM_LIMIT.value)
         scene.pods(namespace, urgent, 1, prefix="urgent", seconds=1)
         scene.wait_reason(namespace, ["urgent00"], keys.Reason.TEAM_LIMIT.value)
         opened = now()
-        scene.patch("teams", team, {"maxRunning": 1})  # one slot at a time: a strict order
+        scene.finish(namespace, "batch00")  # one slot frees: it goes to the first in the order
+        recorder.wait(lambda t: t.released >= 3, DRAIN_SECONDS)
+        scene.finish(namespace, "batch01")
         recorder.wait(lambda t: t.finished >= 6, DRAIN_SECONDS)
         record = recorder.snapshot()
 

@@ -30,6 +30,7 @@ from tests.e2e.placement import (
     EXTENDER,
     POOL_LABEL,
     RUN_LABEL,
+    RUNS_FOR,
     call,
     condition,
     fake_node,
@@ -155,10 +156,13 @@ def test_a_pod_that_finishes_gives_its_gpus_back_to_packing(run: Run) -> None:
     its GPUs count as free again, with nothing deleted."""
     node = run.node("busy", 8, "a")
     run.wait_schedulable()
-    run.kubectl.apply(gpu_pod("short", 6, run.id, node=node, runs_for="10s"))
+    # It runs until the test ends it (kwok plans its end again when its delay changes), so the
+    # view is seen with it running however slowly the extender's watch delivers it.
+    run.kubectl.apply(gpu_pod("short", 6, run.id, node=node, runs_for="1h"))
     probe = gpu_pod("probe", 2, run.id)
     run.extender_sees("prioritize", probe, [{"Host": node, "Score": 10}])  # 2 of 8 free
 
+    run.kubectl.run("annotate", "pod", "short", f"{RUNS_FOR}=0s", "--overwrite")
     run.kubectl.wait_for("pod", "short", lambda p: p["status"].get("phase") == "Succeeded", "Succeeded")
 
     run.extender_sees("prioritize", probe, [{"Host": node, "Score": 4}])  # all 8 free

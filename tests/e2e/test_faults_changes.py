@@ -19,9 +19,7 @@ from controlplane.deploying import LocalSluicegate
 from policy import keys
 from tests.e2e.conftest import eventually
 from tests.e2e.faults import DRAIN_SECONDS, judge, scale, scenario
-from tests.e2e.scenes import Scene, now
-
-LONG_SECONDS = 40  # far longer than a release takes to follow a raise, even on a loaded machine
+from tests.e2e.scenes import HELD_SECONDS, Scene, now
 
 
 def running(record: Record, queue: str) -> int:
@@ -44,9 +42,11 @@ def test_lowering_a_limit_under_flow_never_evicts_and_raising_it_releases_at_onc
     with scenario("limits raised and lowered under flow") as row, \
             recording(credentials, selector=scene.selector) as recorder:
         timeline = Timeline(cap(2))
-        # The first two run long: the raise must release more while both still run.
-        long = scene.pods(namespace, queue, 2, prefix="long", seconds=LONG_SECONDS)
-        scene.pods(namespace, queue, count - 2, seconds=4)
+        # The first two run until the test ends them: only the raise can release more. The three
+        # it releases are held too, so no slot frees while the lowering travels to the controller.
+        long = scene.pods(namespace, queue, 2, prefix="long", seconds=HELD_SECONDS)
+        held = [*long, *scene.pods(namespace, queue, 3, seconds=HELD_SECONDS)]
+        scene.pods(namespace, queue, count - 5, start=3, seconds=4)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         raised = now()
         scene.patch("queues", queue, {"maxRunning": 5})
@@ -59,6 +59,11 @@ def test_lowering_a_limit_under_flow_never_evicts_and_raising_it_releases_at_onc
         lowered = now()
         scene.patch("queues", queue, {"maxRunning": 1})
         timeline = timeline.then(lowered, cap(1))
+        # Once the controller shows the new limit (the Queue's status), the held pods end: the
+        # slots they free must not be filled beyond it.
+        eventually(lambda: scene.queue_status(queue).get("display", {}).get("running") == "5/1",
+                   "the queue's status to show the lowered limit")
+        scene.finish(namespace, *held)
         eventually(lambda: running(recorder.snapshot(), queue) <= 1, "the queue down to 1 running",
                    DRAIN_SECONDS)
         timeline = timeline.then(now(), cap(3))  # the instant before the change: the controller
@@ -92,11 +97,14 @@ def test_deleting_pods_a_queue_with_pods_a_team_and_the_policy_under_flow_loses_
             recording(credentials, selector=scene.selector) as recorder:
         timeline = Timeline(limits(3, 3))
         kept_pods = scene.pods(namespace, kept, per_queue, prefix="k", seconds=3)
-        doomed_pods = scene.pods(namespace, doomed, 4, prefix="d", seconds=3)
-        recorder.wait(lambda t: t.released >= 3, DRAIN_SECONDS)
+        # d00 takes the doomed queue's one slot and runs until the test ends it, so which of
+        # its pods are pending when the queue goes is decided here, not by the machine's speed.
+        doomed_pods = [*scene.pods(namespace, doomed, 1, prefix="d", seconds=HELD_SECONDS),
+                       *scene.pods(namespace, doomed, 3, prefix="d", start=1, seconds=3)]
+        record = eventually(lambda: _with_release(recorder.snapshot(), doomed_pods[0]),
+                            f"{doomed_pods[0]} released", DRAIN_SECONDS)
 
         # Pending and running pods deleted by their owner.
-        record = recorder.snapshot()
         released = {record.pods[e.uid].name for e in record.events if e.kind is Kind.UNGATED}
         running_one = next(n for n in kept_pods if n in released)
         pending = [n for n in reversed(kept_pods) if n not in released][:2]
@@ -110,6 +118,7 @@ def test_deleting_pods_a_queue_with_pods_a_team_and_the_policy_under_flow_loses_
             scene.wait_condition(namespace, name, lambda c: "does not exist" in c.get("message", ""),
                                  f'waiting on the missing queue "{doomed}"')
         held = doomed_releases(recorder.snapshot(), doomed)
+        scene.finish(namespace, doomed_pods[0])  # its slot frees while the queue is missing
 
         # The Team and the Policy deleted and created again while the kept queue flows.
         # Each change is put on the timeline the instant before it is made: the controller may
@@ -132,6 +141,12 @@ def test_deleting_pods_a_queue_with_pods_a_team_and_the_policy_under_flow_loses_
         row.verdict(verdict)
 
     verdict.check()
+
+
+def _with_release(record: Record, name: str) -> Record | None:
+    """The record, once it shows ``name`` released."""
+    released = {record.pods[e.uid].name for e in record.events if e.kind is Kind.UNGATED}
+    return record if name in released else None
 
 
 def doomed_releases(record: Record, queue: str) -> int:

@@ -400,6 +400,15 @@ def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project:
                            "the first pod to be released")
 
     project.opt_in(team=other, default_queue=queue)
+
+    def admitted_team() -> str:  # what admission would stamp on a pod now (a server dry run)
+        out = alice.run("create", "--dry-run=server", "-o", "json", "-f", "-",
+                        input=yaml.safe_dump(gpu_pod("probe", project.namespace)))
+        return str(json.loads(out)["metadata"]["labels"].get(keys.TEAM_LABEL))
+
+    # The webhook trusts its cache for a namespace it knows as opted in: wait until its watch
+    # has delivered the new label, or the pod would be admitted for the old team.
+    eventually(lambda: admitted_team() == other, f"the webhook to see {project.namespace} in team {other}")
     alice.apply(gpu_pod("second", project.namespace))
     held = project.admin.wait_for(
         "pod", "second", lambda p: (condition(p, keys.CONDITION) or {}).get("reason") == "QueueLimit",

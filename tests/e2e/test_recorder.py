@@ -38,7 +38,7 @@ from records.trace import Phase, Record, format_time, load, parse_time
 from simulator.setups import parse_setup
 from simulator.simulating import simulate
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene
+from tests.e2e.scenes import HELD_SECONDS, Scene
 from tests.e2e.test_failover import kill, leader
 
 RUN_SECONDS = 240.0  # an upper bound for the runs below to drain, not a performance target
@@ -285,7 +285,11 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
     team = scene.team("vision")
     queue = scene.queue("train", maxRunning=3)
     namespace = scene.namespace(team)
-    names = scene.pods(namespace, queue, 30, seconds=1)
+    # p06..p08 take the queue's 3 slots once the first 6 have finished and hold them until the
+    # test ends them: the pods deleted below are certainly still waiting when they go.
+    names = [*scene.pods(namespace, queue, 6, seconds=1),
+             *scene.pods(namespace, queue, 3, start=6, seconds=HELD_SECONDS),
+             *scene.pods(namespace, queue, 21, start=9, seconds=1)]
     eventually(lambda: finished(scene, [namespace], 6), "a few pods to finish", RUN_SECONDS)
 
     state = json.loads((cluster.layout.root / "sluicegate.json").read_text())
@@ -298,6 +302,7 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
         deleted = [names[-1], names[-2]]
         scene.kubectl("delete", "pod", "-n", namespace, *deleted, "--wait=true")
         kill(sluicegate, first)
+        scene.finish(namespace, *names[6:9])
         eventually(lambda: finished(scene, [namespace], 15), "the new leader to release more", RUN_SECONDS)
     finally:
         for name in (first, "recorder"):  # reap both dead processes, then start them again
