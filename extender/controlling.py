@@ -335,7 +335,7 @@ class GateController:
         self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
-        self.freezer.after_cycle(len(managed))
+        self.freezer.changed(self.snapshots.built)
         seconds = time.perf_counter() - started
         self.metrics.cycle.observe(seconds)
         self.cycles += 1
@@ -416,6 +416,7 @@ class GateController:
             if w is None:
                 continue
             counts[(w.queue, reason.value)] += 1
+            answer: tuple[keys.Reason, str] | None = None  # worked out once, when first needed
             for pod in w.pods:
                 first = first_seen[pod.uid] = self._first_pending.get(pod.uid, mono)
                 found = managed.get(pod.uid)
@@ -423,14 +424,17 @@ class GateController:
                     continue
                 # QueuePaused covers a paused queue and a missing one: its message (no numbers)
                 # is rewritten when it changes between the two.
-                if self.explainer.shows(found, "False", reason.value, never=never) and (
-                        reason is not keys.Reason.QUEUE_PAUSED
-                        or self.explainer.says(found, waiting[key].message)):
-                    continue
+                if self.explainer.shows(found, "False", reason.value, never=never):
+                    if reason is not keys.Reason.QUEUE_PAUSED:
+                        continue
+                    answer = answer or waiting.answer(key)
+                    if self.explainer.says(found, answer[1]):
+                        continue
                 if mono < first + after:
                     due = min(due, first + after)
                     continue
-                wanted = conditions.waiting(waiting[key])
+                answer = answer or waiting.answer(key)
+                wanted = conditions.waiting(*answer)
                 self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
         self._first_pending = first_seen
         return dict(counts), due

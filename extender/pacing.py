@@ -95,31 +95,29 @@ class Freezer:
     A full collection scans every object the collector tracks, with the interpreter lock held:
     at 100k cached pods (their converted pods, workloads and orders) that is hundreds of
     milliseconds during which the loop stands still, however the cycle is paced. These objects
-    live long and form no reference cycles, so once ``min_changes`` pods, and at least half as
-    many as there are, have changed (each change is a newly converted pod) since the last
-    freeze, everything tracked is moved to the permanent generation, which collections skip
-    (while the initial list comes in, before a cycle has counted the pods: every ``min_changes``).
-    Frozen objects are still freed by reference counting when the cache lets go of them; only
-    garbage caught in a reference cycle at that moment stays, a bounded cost paid at most once
-    per ``min_changes`` pod changes.
+    live long and form no reference cycles, so once ``min_changes`` new ones have come (each
+    pod added or converted anew, each workload a cycle built anew) since the last freeze,
+    everything tracked is moved to the permanent generation, which collections skip. What a
+    full collection still scans is then at most about ``min_changes`` pods' worth of objects,
+    whatever the size of the cache (a fixed bound: measured at 100k pending, a bound of half
+    the cache let full collections hold the loop for 0.2 to 0.5 s). Frozen objects are still
+    freed by reference counting when the cache lets go of them; only garbage caught in a
+    reference cycle at that moment stays, a bounded cost paid at most once per ``min_changes``
+    new objects.
     """
 
     def __init__(self, min_changes: int = 5_000) -> None:
         self.min_changes = min_changes
         self.changes = 0
-        self.pods = 0  # how many pods the last cycle saw
         self.freezes = 0
 
-    def changed(self) -> None:
-        """A pod was added or converted anew; freeze at once if enough have been (a freeze takes
-        no time: it moves the collector's lists, whatever their length)."""
-        self.changes += 1
-        if self.changes >= max(self.min_changes, self.pods // 2):
+    def changed(self, count: int = 1) -> None:
+        """``count`` pods were added or converted anew, or workloads built anew: freeze at once if
+        enough have been (a freeze takes no time: it moves the collector's lists, whatever their
+        length)."""
+        self.changes += count
+        if self.changes >= self.min_changes:
             self.freeze()
-
-    def after_cycle(self, pods: int) -> None:
-        """A cycle over ``pods`` pods ended (what ``changed`` measures against)."""
-        self.pods = pods
 
     def freeze(self) -> None:
         gc.freeze()

@@ -27,7 +27,8 @@ class SnapshotBuilder:
         self._singles: dict[str, tuple[Pod, Workload]] = {}  # uid -> (the pod it was built from, it)
         self.reused = 0
         """Workloads taken from the previous cycles, in all (for tests and profiling)."""
-
+        self.built = 0
+        """Single-pod workloads the last build made anew (what the garbage collector sees as new)."""
 
     def clear(self) -> None:
         self._singles.clear()
@@ -50,6 +51,7 @@ class SnapshotBuilder:
         out: list[Workload] = []
         seen: set[str] = set()
         overlay = self.assumed.overlay
+        built = 0
         for batch in batches(pods):
             yield None
             for pod in overlay((p for p in batch if p.marked), seen):
@@ -64,9 +66,11 @@ class SnapshotBuilder:
                     out.append(cached[1])
                 else:
                     w = workload_of(pod.key, (pod,))
+                    built += 1
                     kept[uid] = (pod, w)
                     out.append(w)
         self.assumed.expire(seen)
         self._singles = kept
+        self.built = built
         out.extend(workload_of(key, tuple(members)) for key, members in groups.items())
         return out
