@@ -10,7 +10,7 @@ burst of kicks makes one *cycle*. A cycle runs only on the leader and does no I/
 3. release: each released pod is assumed at once and handed to the ``Releaser``, which removes
    the gate beside the next cycles;
 4. explain: conditions for pods whose reason changed, and for released pods kube-scheduler
-   cannot place (``Explainer``);
+   cannot place (``Describer`` decides which, ``Explainer`` writes them);
 5. report: gauges now, Queue/Team/Policy status at a bounded rate (``Reporter``).
 
 A cycle over a deep backlog is long (about a second of CPU at 100k pending pods), and the loop
@@ -33,7 +33,6 @@ import asyncio
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
@@ -42,10 +41,11 @@ from typing import Final, Protocol
 from extender import conditions, statuses
 from extender.assumptions import Assumptions
 from extender.coalescing import Coalescer
+from extender.describing import Describer
 from extender.explaining import Explainer
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from extender.metrics import ControllerMetrics
-from extender.pacing import FEW, Freezer, Offload, Steps, batches, run_paced, run_through
+from extender.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
 from extender.releasing import Release, Releaser
 from extender.reporting import Reporter
 from extender.settings import Settings
@@ -183,9 +183,7 @@ class GateController:
         self._stamps: dict[str, str] = {}
         """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
         the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
-        self._first_pending: dict[str, float] = {}
-        self._unplaceable_since: dict[str, float] = {}
-        self._event_at: dict[str, float] = {}
+        self.describer = Describer(settings, self.explainer, self.releaser)
         self.cycles = 0
 
     def leading(self) -> bool:
@@ -207,9 +205,7 @@ class GateController:
         self.snapshots.clear()
         self.explainer.clear()
         self.reporter.clear()
-        self._first_pending.clear()
-        self._unplaceable_since.clear()
-        self._event_at.clear()
+        self.describer.clear()
 
     def pod_changed(self, change: Change[ManagedPod]) -> None:
         """A pod changed in the cache: kick a cycle, unless the change can alter no decision and
@@ -328,10 +324,9 @@ class GateController:
         self.orders = decision.orders if decision.orders is not None else Orders()
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays})
-        for stray in strays.values():
-            self.explainer.want(stray, conditions.outside_team(stray.pod))
-        waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
-        unplaceable, placing_due = yield from self._explain_released(managed, mono)
+        yield from self.describer.strays(strays.values())
+        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        unplaceable, placing_due = yield from self.describer.released(managed, mono)
         self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
@@ -395,91 +390,6 @@ class GateController:
             self.queue.kick()
         else:
             self.queue.kick_after(RETRY_SECONDS)
-
-    # --- explaining -----------------------------------------------------------------------
-
-    def _explain_pending(
-        self, pending: Mapping[str, Workload], decision: Decision, managed: Mapping[str, ManagedPod],
-        mono: float,
-    ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
-        """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
-        and when the next pod becomes due for an explanation."""
-        waiting = decision.waiting
-        counts: Counter[tuple[str, str]] = Counter()
-        first_seen: dict[str, float] = {}
-        after = self.settings.explain_after_seconds
-        due = math.inf
-        for n, (key, reason, never) in enumerate(waiting.answers()):
-            if n % FEW == 0:
-                yield None
-            w = pending.get(key)
-            if w is None:
-                continue
-            counts[(w.queue, reason.value)] += 1
-            answer: tuple[keys.Reason, str] | None = None  # worked out once, when first needed
-            for pod in w.pods:
-                first = first_seen[pod.uid] = self._first_pending.get(pod.uid, mono)
-                found = managed.get(pod.uid)
-                if found is None or not pod.gated:
-                    continue
-                # QueuePaused covers a paused queue and a missing one: its message (no numbers)
-                # is rewritten when it changes between the two.
-                if self.explainer.shows(found, "False", reason.value, never=never):
-                    if reason is not keys.Reason.QUEUE_PAUSED:
-                        continue
-                    answer = answer or waiting.answer(key)
-                    if self.explainer.says(found, answer[1]):
-                        continue
-                if mono < first + after:
-                    due = min(due, first + after)
-                    continue
-                answer = answer or waiting.answer(key)
-                wanted = conditions.waiting(*answer)
-                self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
-        self._first_pending = first_seen
-        return dict(counts), due
-
-    def _explain_released(
-        self, managed: Mapping[str, ManagedPod], mono: float
-    ) -> Steps[tuple[Counter[str], float]]:
-        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
-        unplaceable: Counter[str] = Counter()
-        since_seen: dict[str, float] = {}
-        after = self.settings.unplaceable_after_seconds
-        interval = self.settings.event_interval_seconds
-        due = math.inf
-        for n, (uid, found) in enumerate(managed.items()):
-            if n % FEW == 0:
-                yield None
-            pod = found.pod
-            if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
-                continue
-            if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
-                if not self.explainer.shows_dispatched(found):
-                    wanted = conditions.for_released(found)
-                    by_hand = not found.dispatched_by_sluicegate and not self.explainer.shows(
-                        found, "True", wanted.reason)
-                    event = conditions.released_outside_dispatch(pod, wanted) if by_hand else None
-                    self.explainer.want(found, wanted, event=event)
-                continue
-            wanted = conditions.for_released(found)
-            current = self.explainer.current(found)
-            unplaceable[pod.queue] += 1
-            since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
-            if current == wanted:
-                continue
-            if mono < since + after:
-                due = min(due, since + after)
-                continue
-            event = None
-            last = self._event_at.get(uid)
-            if last is None or mono - last >= interval:
-                self._event_at[uid] = mono
-                event = conditions.waiting_for_placement(pod, wanted)
-            self.explainer.want(found, wanted, event=event)
-        self._unplaceable_since = since_seen
-        self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
-        return unplaceable, due
 
     def _wake(self, figures: statuses.Figures, snapshot: Snapshot, now: float, due: float) -> None:
         """Ask for a cycle when a pending head starts starving, or a pod becomes due to explain."""
