@@ -349,6 +349,8 @@ def _oldest(line: Line) -> float:
             created[i] = math.inf
         return min(created)
     taken = set(line.taken)
+    if order[0].priority == order[-1].priority:  # one band: its first workload not released
+        return next((order[i].created for i in range(len(order)) if i not in taken), math.inf)
     oldest, start, end = math.inf, 0, len(order)
     while start < end:
         band = bisect_right(order, -order[start].priority, lo=start, key=_lower_priority)

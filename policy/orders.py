@@ -21,9 +21,10 @@ is never another object's in the next.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import filterfalse
 from types import MappingProxyType
 
 from policy.model import State, Workload
@@ -84,24 +85,21 @@ class Orders:
         and the orders to keep for the next decision (each queue's pending work is kept as
         gathered here, this decision's releases included: the next snapshot shows them running).
 
-        What is new is found by identity in one pass; what is gone only when the count says some
-        kept workload is missing (a second pass, over the kept ones)."""
+        What is new and what is gone are found by identity in passes over dicts keyed by id (C
+        loops); what is gone only when the count says some kept workload is missing."""
         kept = self._seen
-        new = [w for w in workloads if id(w) not in kept]
+        seen = dict(zip(map(id, workloads), workloads, strict=True))
+        new = [seen[i] for i in filterfalse(kept.__contains__, seen)]
         if not kept or len(new) > self.fresh_share * len(workloads):
-            seen = dict(zip(map(id, workloads), workloads, strict=True))
             by_queue, running = _fresh(workloads)
             counted = _counted(running)
             return (by_queue, running, counted), self._next(seen, running, by_queue, counted)
         gone: list[Workload] = []
-        if len(workloads) - len(new) == len(kept):  # every kept workload is still there
+        if len(seen) - len(new) == len(kept):  # every kept workload is still there
             if not new:
                 return (self._by_queue(), list(self._running), self._counted), self
-            seen = dict(kept)
-            seen.update(zip(map(id, new), new, strict=True))
         else:
-            seen = dict(zip(map(id, workloads), workloads, strict=True))
-            gone = [w for i, w in kept.items() if i not in seen]
+            gone = [kept[i] for i in filterfalse(seen.__contains__, kept)]
         by_queue, running, counted = self._update(gone, new)
         return (by_queue, running, counted), self._next(seen, running, by_queue, counted)
 
@@ -118,15 +116,13 @@ class Orders:
         pending, is_running = State.PENDING, State.RUNNING
         touched = {w.queue for w in gone if w.state is pending}
         ended = {id(w) for w in gone if w.state is is_running}
-        left_out = {id(w) for w in gone} if touched else set()
-        by_queue: dict[str, list[Workload]] = {}
-        for name, order in self._queues.items():
-            if name in touched:
-                left = [w for w in order if id(w) not in left_out]
-                if left:
-                    by_queue[name] = left
-            else:
-                by_queue[name] = list(order)
+        by_queue = {name: list(order) for name, order in self._queues.items()}
+        for w in gone:
+            if w.state is pending:
+                _remove(by_queue, w)
+        for name in touched:
+            if not by_queue.get(name, True):
+                del by_queue[name]
         running = [w for w in self._running if id(w) not in ended] if ended else list(self._running)
         started: list[Workload] = []
         arrived: defaultdict[str, list[Workload]] = defaultdict(list)
@@ -170,6 +166,19 @@ def _fresh(workloads: Iterable[Workload]) -> tuple[dict[str, list[Workload]], li
     for order in by_queue.values():
         sort_in_queue_order(order)
     return {name: by_queue[name] for name in sorted(by_queue)}, running
+
+
+def _remove(by_queue: dict[str, list[Workload]], w: Workload) -> None:
+    """Take ``w`` out of its queue's order: found by binary search (queue order is total)."""
+    order = by_queue.get(w.queue)
+    if order is None:
+        return
+    rank = queue_rank(w)
+    at = bisect_left(order, rank, key=queue_rank)
+    if at < len(order) and order[at] is w:
+        del order[at]
+    else:  # not where its rank says: look by identity (never expected)
+        by_queue[w.queue] = [x for x in order if x is not w]
 
 
 def _merge(order: list[Workload], fresh: list[Workload]) -> list[Workload]:
