@@ -312,6 +312,9 @@ class GateController:
                     managed[p.pod.uid] = p
                 else:
                     strays[p.pod.uid] = p
+        big = len(managed) >= OFFLOAD_WORKLOADS
+        if big:
+            self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``
         snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
@@ -319,14 +322,23 @@ class GateController:
             thought = think()  # a few milliseconds: not worth a thread's hop
         else:
             thought = yield Offload(think)
+        if big:
+            self.freezer.freeze()
         decision, figures, pending = thought
+        del thought, think  # the previous orders (100k references at 100k pending) go here, a step alone
         self.turns = decision.turns
         self.orders = decision.orders if decision.orders is not None else Orders()
+        yield None
         released = self._release(decision, managed, now, mono)
-        yield from self.explainer.confirming({**managed, **strays})
+        yield from self.explainer.confirming({**managed, **strays} if strays else managed)
         yield from self.describer.strays(strays.values())
         waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
         unplaceable, placing_due = yield from self.describer.released(managed, mono)
+        del pending  # the cycle's large containers are let go one per step, not all at its end
+        yield None
+        pods = len(managed)
+        del managed, strays
+        yield None
         self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
@@ -336,7 +348,7 @@ class GateController:
         self.cycles += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("cycle %d: %d pods, %d workloads, %d released, %d waiting, %d assumed, %.1f ms",
-                      self.cycles, len(managed), len(snapshot.workloads), len(released),
+                      self.cycles, pods, len(snapshot.workloads), len(released),
                       len(decision.waiting), len(self.assumed), seconds * 1000)
         return decision
 

@@ -78,6 +78,7 @@ async def run_paced(steps: Steps[T], slice_seconds: float, still: Callable[[], b
             sent = None
             if step is not None:
                 sent = await asyncio.to_thread(step.work)
+                step = None  # what the work holds is the steps' to let go of, not this loop's
             elif time.perf_counter() - since < slice_seconds:
                 continue
             else:
