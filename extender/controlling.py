@@ -67,7 +67,7 @@ FENCE_SECONDS: Final = 5.0
 RETRY_SECONDS: Final = 1.0
 MAX_PAUSE_SECONDS: Final = 0.5
 # A cycle holds the event loop at most about this long before it lets other work run.
-SLICE_SECONDS: Final = 0.01
+SLICE_SECONDS: Final = 0.005
 # From this many workloads on, a cycle's decision runs in a worker thread (below: on the loop).
 OFFLOAD_WORKLOADS: Final = 2_000
 

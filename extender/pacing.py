@@ -101,10 +101,17 @@ class Freezer:
     everything tracked is moved to the permanent generation, which collections skip. What a
     full collection still scans is then at most about ``min_changes`` pods' worth of objects,
     whatever the size of the cache (a fixed bound: measured at 100k pending, a bound of half
-    the cache let full collections hold the loop for 0.2 to 0.5 s). Frozen objects are still
-    freed by reference counting when the cache lets go of them; only garbage caught in a
-    reference cycle at that moment stays, a bounded cost paid at most once per ``min_changes``
-    new objects.
+    the cache let full collections hold the loop for 0.2 to 0.5 s).
+
+    The controller also freezes twice in every cycle over ``OFFLOAD_WORKLOADS`` workloads or
+    more (``freeze``: after copying the pods, and after the decision): such a cycle's own
+    containers (the pods copied, the managed map, the snapshot, the decision's orders and
+    index, 100k entries each at 100k pending) would otherwise be traversed by every young
+    collection until promoted, 10 to 20 ms each on the loaded development VM.
+
+    Frozen objects are still freed by reference counting when nothing holds them any more;
+    only garbage caught in a reference cycle at the moment of a freeze stays. The controller
+    makes little of it (``benchmarks/cycle.py`` reports what a run left frozen and unreachable).
     """
 
     def __init__(self, min_changes: int = 5_000) -> None:
