@@ -309,6 +309,7 @@ async def _quiet(world: World, most: float) -> None:
 
 
 async def measure(size: int, seconds: float) -> tuple[list[Phase], str]:
+    gc.collect()  # the previous size's world (in reference cycles), before any freeze keeps it
     settings = Settings(status_seconds=3600.0)
     world = World(size, settings)
     timings = Timings(world.metrics.cycle)
