@@ -110,8 +110,10 @@ class Freezer:
     collection until promoted, 10 to 20 ms each on the loaded development VM.
 
     Frozen objects are still freed by reference counting when nothing holds them any more;
-    only garbage caught in a reference cycle at the moment of a freeze stays. The controller
-    makes little of it (``benchmarks/cycle.py`` reports what a run left frozen and unreachable).
+    only garbage caught in a reference cycle at the moment of a freeze stays (most exposed:
+    cyclic garbage old enough to have reached the oldest generation, which waits for a full
+    collection). The controller avoids making cycles (``benchmarks/cycle.py`` reports what a
+    run left frozen and unreachable).
     """
 
     def __init__(self, min_changes: int = 5_000) -> None:
