@@ -308,7 +308,8 @@ async def _quiet(world: World, most: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def measure(size: int, seconds: float) -> list[Phase]:
+async def measure(size: int, seconds: float) -> tuple[list[Phase], str]:
+    gc.collect()  # the previous size's world (in reference cycles), before any freeze keeps it
     settings = Settings(status_seconds=3600.0)
     world = World(size, settings)
     timings = Timings(world.metrics.cycle)
@@ -351,7 +352,12 @@ async def measure(size: int, seconds: float) -> list[Phase]:
     await asyncio.gather(running, probing, return_exceptions=True)
     gc.callbacks.remove(collections)
     await world.controller.stop()
-    return phases
+    gc.collect()  # what a collection would free anyway, then what only the freezes kept
+    freezes = world.controller.freezer.freezes
+    gc.unfreeze()
+    stuck = gc.collect()
+    return phases, (f"{freezes} freezes; unreachable objects they had kept from the collector: {stuck} "
+                    f"(of {len(gc.get_objects())} tracked)")
 
 
 def profile(size: int) -> None:
@@ -383,12 +389,13 @@ def main() -> None:
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cpus, "
           f"load average {os.getloadavg()[0]:.1f} at start")  # fmt: skip
     for size in map(int, args.sizes.split(",")):
-        phases = asyncio.run(measure(size, args.seconds))
+        phases, frozen = asyncio.run(measure(size, args.seconds))
         print(f"\n{size} pending pods, {RUNNING} running, {QUEUES} queues "
               f"(load average {os.getloadavg()[0]:.1f})")
         print(HEADER)
         for phase in phases:
             print(phase.row())
+        print(frozen)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ from typing import Final
 from extender.managed import Dispatched, ManagedPod
 from kube.writing import Condition, PodEvent
 from policy import keys
-from policy.dispatching import Wait
 from policy.pods import Pod
 
 UNPLACEABLE: Final = "dispatched, waiting for Kubernetes to place it: "
 
 
-def waiting(wait: Wait) -> Condition:
-    return Condition("False", wait.reason.value, wait.message)
+def waiting(reason: keys.Reason, message: str) -> Condition:
+    """A gated pod's condition: policy's reason and message (``Waiting.answer``)."""
+    return Condition("False", reason.value, message)
 
 
 OUTSIDE_TEAM: Final = "NamespaceLeftTeam"

@@ -10,7 +10,7 @@ burst of kicks makes one *cycle*. A cycle runs only on the leader and does no I/
 3. release: each released pod is assumed at once and handed to the ``Releaser``, which removes
    the gate beside the next cycles;
 4. explain: conditions for pods whose reason changed, and for released pods kube-scheduler
-   cannot place (``Explainer``);
+   cannot place (``Describer`` decides which, ``Explainer`` writes them);
 5. report: gauges now, Queue/Team/Policy status at a bounded rate (``Reporter``).
 
 A cycle over a deep backlog is long (about a second of CPU at 100k pending pods), and the loop
@@ -33,7 +33,6 @@ import asyncio
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
@@ -42,10 +41,11 @@ from typing import Final, Protocol
 from extender import conditions, statuses
 from extender.assumptions import Assumptions
 from extender.coalescing import Coalescer
+from extender.describing import Describer
 from extender.explaining import Explainer
 from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from extender.metrics import ControllerMetrics
-from extender.pacing import FEW, Freezer, Offload, Steps, batches, run_paced, run_through
+from extender.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
 from extender.releasing import Release, Releaser
 from extender.reporting import Reporter
 from extender.settings import Settings
@@ -67,7 +67,7 @@ FENCE_SECONDS: Final = 5.0
 RETRY_SECONDS: Final = 1.0
 MAX_PAUSE_SECONDS: Final = 0.5
 # A cycle holds the event loop at most about this long before it lets other work run.
-SLICE_SECONDS: Final = 0.01
+SLICE_SECONDS: Final = 0.005
 # From this many workloads on, a cycle's decision runs in a worker thread (below: on the loop).
 OFFLOAD_WORKLOADS: Final = 2_000
 
@@ -185,9 +185,7 @@ class GateController:
         had waited then: what the watch must show, and what is observed once it does."""
         """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
         the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
-        self._first_pending: dict[str, float] = {}
-        self._unplaceable_since: dict[str, float] = {}
-        self._event_at: dict[str, float] = {}
+        self.describer = Describer(settings, self.explainer, self.releaser)
         self.cycles = 0
 
     def leading(self) -> bool:
@@ -209,9 +207,7 @@ class GateController:
         self.snapshots.clear()
         self.explainer.clear()
         self.reporter.clear()
-        self._first_pending.clear()
-        self._unplaceable_since.clear()
-        self._event_at.clear()
+        self.describer.clear()
 
     def pod_changed(self, change: Change[ManagedPod]) -> None:
         """A pod changed in the cache: kick a cycle, unless the change can alter no decision and
@@ -318,6 +314,9 @@ class GateController:
                     managed[p.pod.uid] = p
                 else:
                     strays[p.pod.uid] = p
+        big = len(managed) >= OFFLOAD_WORKLOADS
+        if big:
+            self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``
         snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
@@ -325,25 +324,33 @@ class GateController:
             thought = think()  # a few milliseconds: not worth a thread's hop
         else:
             thought = yield Offload(think)
+        if big:
+            self.freezer.freeze()
         decision, figures, pending = thought
+        del thought, think  # the previous orders (100k references at 100k pending) go here, a step alone
         self.turns = decision.turns
         self.orders = decision.orders if decision.orders is not None else Orders()
+        yield None
         released = self._release(decision, managed, now, mono)
-        yield from self.explainer.confirming({**managed, **strays})
-        for stray in strays.values():
-            self.explainer.want(stray, conditions.outside_team(stray.pod))
-        waiting, pending_due = yield from self._explain_pending(pending, decision, managed, mono)
-        unplaceable, placing_due = yield from self._explain_released(managed, mono)
+        yield from self.explainer.confirming({**managed, **strays} if strays else managed)
+        yield from self.describer.strays(strays.values())
+        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        unplaceable, placing_due = yield from self.describer.released(managed, mono)
+        del pending  # the cycle's large containers are let go one per step, not all at its end
+        yield None
+        pods = len(managed)
+        del managed, strays
+        yield None
         self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
-        self.freezer.after_cycle(len(managed))
+        self.freezer.changed(self.snapshots.built)
         seconds = time.perf_counter() - started
         self.metrics.cycle.observe(seconds)
         self.cycles += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("cycle %d: %d pods, %d workloads, %d released, %d waiting, %d assumed, %.1f ms",
-                      self.cycles, len(managed), len(snapshot.workloads), len(released),
+                      self.cycles, pods, len(snapshot.workloads), len(released),
                       len(decision.waiting), len(self.assumed), seconds * 1000)
         return decision
 
@@ -398,87 +405,6 @@ class GateController:
             self.queue.kick()
         else:
             self.queue.kick_after(RETRY_SECONDS)
-
-    # --- explaining -----------------------------------------------------------------------
-
-    def _explain_pending(
-        self, pending: Mapping[str, Workload], decision: Decision, managed: Mapping[str, ManagedPod],
-        mono: float,
-    ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
-        """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
-        and when the next pod becomes due for an explanation."""
-        waiting = decision.waiting
-        counts: Counter[tuple[str, str]] = Counter()
-        first_seen: dict[str, float] = {}
-        after = self.settings.explain_after_seconds
-        due = math.inf
-        for n, (key, reason, never) in enumerate(waiting.answers()):
-            if n % FEW == 0:
-                yield None
-            w = pending.get(key)
-            if w is None:
-                continue
-            counts[(w.queue, reason.value)] += 1
-            for pod in w.pods:
-                first = first_seen[pod.uid] = self._first_pending.get(pod.uid, mono)
-                found = managed.get(pod.uid)
-                if found is None or not pod.gated:
-                    continue
-                # QueuePaused covers a paused queue and a missing one: its message (no numbers)
-                # is rewritten when it changes between the two.
-                if self.explainer.shows(found, "False", reason.value, never=never) and (
-                        reason is not keys.Reason.QUEUE_PAUSED
-                        or self.explainer.says(found, waiting[key].message)):
-                    continue
-                if mono < first + after:
-                    due = min(due, first + after)
-                    continue
-                wanted = conditions.waiting(waiting[key])
-                self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
-        self._first_pending = first_seen
-        return dict(counts), due
-
-    def _explain_released(
-        self, managed: Mapping[str, ManagedPod], mono: float
-    ) -> Steps[tuple[Counter[str], float]]:
-        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
-        unplaceable: Counter[str] = Counter()
-        since_seen: dict[str, float] = {}
-        after = self.settings.unplaceable_after_seconds
-        interval = self.settings.event_interval_seconds
-        due = math.inf
-        for n, (uid, found) in enumerate(managed.items()):
-            if n % FEW == 0:
-                yield None
-            pod = found.pod
-            if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
-                continue
-            if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
-                if not self.explainer.shows_dispatched(found):
-                    wanted = conditions.for_released(found)
-                    by_hand = not found.dispatched_by_sluicegate and not self.explainer.shows(
-                        found, "True", wanted.reason)
-                    event = conditions.released_outside_dispatch(pod, wanted) if by_hand else None
-                    self.explainer.want(found, wanted, event=event)
-                continue
-            wanted = conditions.for_released(found)
-            current = self.explainer.current(found)
-            unplaceable[pod.queue] += 1
-            since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
-            if current == wanted:
-                continue
-            if mono < since + after:
-                due = min(due, since + after)
-                continue
-            event = None
-            last = self._event_at.get(uid)
-            if last is None or mono - last >= interval:
-                self._event_at[uid] = mono
-                event = conditions.waiting_for_placement(pod, wanted)
-            self.explainer.want(found, wanted, event=event)
-        self._unplaceable_since = since_seen
-        self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
-        return unplaceable, due
 
     def _wake(self, figures: statuses.Figures, snapshot: Snapshot, now: float, due: float) -> None:
         """Ask for a cycle when a pending head starts starving, or a pod becomes due to explain."""

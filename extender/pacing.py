@@ -78,6 +78,7 @@ async def run_paced(steps: Steps[T], slice_seconds: float, still: Callable[[], b
             sent = None
             if step is not None:
                 sent = await asyncio.to_thread(step.work)
+                step = None  # what the work holds is the steps' to let go of, not this loop's
             elif time.perf_counter() - since < slice_seconds:
                 continue
             else:
@@ -95,31 +96,38 @@ class Freezer:
     A full collection scans every object the collector tracks, with the interpreter lock held:
     at 100k cached pods (their converted pods, workloads and orders) that is hundreds of
     milliseconds during which the loop stands still, however the cycle is paced. These objects
-    live long and form no reference cycles, so once ``min_changes`` pods, and at least half as
-    many as there are, have changed (each change is a newly converted pod) since the last
-    freeze, everything tracked is moved to the permanent generation, which collections skip
-    (while the initial list comes in, before a cycle has counted the pods: every ``min_changes``).
-    Frozen objects are still freed by reference counting when the cache lets go of them; only
-    garbage caught in a reference cycle at that moment stays, a bounded cost paid at most once
-    per ``min_changes`` pod changes.
+    live long and form no reference cycles, so once ``min_changes`` new ones have come (each
+    pod added or converted anew, each workload a cycle built anew) since the last freeze,
+    everything tracked is moved to the permanent generation, which collections skip. What a
+    full collection still scans is then at most about ``min_changes`` pods' worth of objects,
+    whatever the size of the cache (a fixed bound: measured at 100k pending, a bound of half
+    the cache let full collections hold the loop for 0.2 to 0.5 s).
+
+    The controller also freezes twice in every cycle over ``OFFLOAD_WORKLOADS`` workloads or
+    more (``freeze``: after copying the pods, and after the decision): such a cycle's own
+    containers (the pods copied, the managed map, the snapshot, the decision's orders and
+    index, 100k entries each at 100k pending) would otherwise be traversed by every young
+    collection until promoted, 10 to 20 ms each on the loaded development VM.
+
+    Frozen objects are still freed by reference counting when nothing holds them any more;
+    only garbage caught in a reference cycle at the moment of a freeze stays (most exposed:
+    cyclic garbage old enough to have reached the oldest generation, which waits for a full
+    collection). The controller avoids making cycles (``benchmarks/cycle.py`` reports what a
+    run left frozen and unreachable).
     """
 
     def __init__(self, min_changes: int = 5_000) -> None:
         self.min_changes = min_changes
         self.changes = 0
-        self.pods = 0  # how many pods the last cycle saw
         self.freezes = 0
 
-    def changed(self) -> None:
-        """A pod was added or converted anew; freeze at once if enough have been (a freeze takes
-        no time: it moves the collector's lists, whatever their length)."""
-        self.changes += 1
-        if self.changes >= max(self.min_changes, self.pods // 2):
+    def changed(self, count: int = 1) -> None:
+        """``count`` pods were added or converted anew, or workloads built anew: freeze at once if
+        enough have been (a freeze takes no time: it moves the collector's lists, whatever their
+        length)."""
+        self.changes += count
+        if self.changes >= self.min_changes:
             self.freeze()
-
-    def after_cycle(self, pods: int) -> None:
-        """A cycle over ``pods`` pods ended (what ``changed`` measures against)."""
-        self.pods = pods
 
     def freeze(self) -> None:
         gc.freeze()

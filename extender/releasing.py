@@ -119,10 +119,10 @@ class Releaser:
                 if not (e.retriable or e.conflict):
                     log.error("cannot release %s: %s", release.key, e, extra={"fields": fields})
                     return None
-                problem: KubeError = e
+                problem = str(e)  # the words, not the exception: its traceback would hold this frame
             except KubeError as e:
                 self._on_error("ungate", 0)
-                problem = e
+                problem = str(e)
             if self._clock() >= deadline:
                 log.error("gave up releasing %s after %.0fs: %s", release.key, self.give_up_seconds, problem,
                           extra={"fields": fields})

@@ -30,7 +30,8 @@ class SnapshotBuilder:
         """uid -> (a kept single-pod workload, its workflow's limit, the workload under it)."""
         self.reused = 0
         """Workloads taken from the previous cycles, in all (for tests and profiling)."""
-
+        self.built = 0
+        """Single-pod workloads the last build made anew (what the garbage collector sees as new)."""
 
     def clear(self) -> None:
         self._singles.clear()
@@ -54,6 +55,7 @@ class SnapshotBuilder:
         out: list[Workload] = []
         seen: set[str] = set()
         overlay = self.assumed.overlay
+        built = 0
         for batch in batches(pods):
             yield None
             for pod in overlay((p for p in batch if p.marked), seen):
@@ -68,23 +70,40 @@ class SnapshotBuilder:
                     out.append(cached[1])
                 else:
                     w = workload_of(pod.key, (pod,))
+                    built += 1
                     kept[uid] = (pod, w)
                     out.append(w)
         self.assumed.expire(seen)
         self._singles = kept
+        self.built = built
         for key, members in groups.items():
             out.extend(group_workloads(key, members))
-        limits = workflow_limits(out)
+        limits: dict[str, int] = {}
+        for part in batches(out):
+            yield None
+            for key, limit in workflow_limits(part).items():
+                if limit < limits.get(key, limit + 1):
+                    limits[key] = limit
         if not limits:
             self._limited = {}
             return out
-        yield None
-        return self._under_limits(out, limits)
+        before: dict[str, tuple[Workload, int, Workload]] = self._limited
+        after: dict[str, tuple[Workload, int, Workload]] = {}
+        made: list[Workload] = []
+        for part in batches(out):
+            yield None
+            made.extend(self._under_limits(part, limits, before, after))
+        self._limited = after
+        return made
 
-    def _under_limits(self, workloads: list[Workload], limits: dict[str, int]) -> list[Workload]:
-        """Every workload under its workflow's one limit, reusing last cycle's copy of a kept
-        single-pod workload while its limit stays (so kept orders see the same object)."""
-        before, after = self._limited, {}
+    @staticmethod
+    def _under_limits(
+        workloads: Sequence[Workload], limits: dict[str, int],
+        before: dict[str, tuple[Workload, int, Workload]], after: dict[str, tuple[Workload, int, Workload]],
+    ) -> list[Workload]:
+        """Each workload under its workflow's one limit, reusing last cycle's copy (``before``)
+        of a kept single-pod workload while its limit stays, so kept orders see the same
+        object; what it made goes into ``after``."""
         out = []
         for w in workloads:
             made = limited(w, limits)
@@ -95,5 +114,4 @@ class SnapshotBuilder:
                     made = cached[2]
                 after[uid] = (w, limits[w.workflow], made)
             out.append(made)
-        self._limited = after
         return out

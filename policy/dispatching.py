@@ -252,8 +252,9 @@ def _kept_lines(
     snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod], orders: Orders
 ) -> tuple[dict[str, Line], Orders]:
     """``_lines``, starting from the orders the last decision kept: every queue comes in order."""
-    (by_queue, running), kept = orders.gather(snapshot.workloads)
-    _run(running, ledger, stragglers)
+    (by_queue, running, counted), kept = orders.gather(snapshot.workloads)
+    ledger.load(counted)
+    _stragglers(running, stragglers)
     queues = snapshot.queues
     lines = {}
     for name, order in by_queue.items():
@@ -264,6 +265,10 @@ def _kept_lines(
 
 def _run(running: list[Workload], ledger: Ledger, stragglers: list[Pod]) -> None:
     ledger.run_all(running)
+    _stragglers(running, stragglers)
+
+
+def _stragglers(running: list[Workload], stragglers: list[Pod]) -> None:
     for w in running:
         if len(w.pods) > 1:
             stragglers.extend(p for p in w.pods if p.gated)
@@ -344,6 +349,8 @@ def _oldest(line: Line) -> float:
             created[i] = math.inf
         return min(created)
     taken = set(line.taken)
+    if order[0].priority == order[-1].priority:  # one band: its first workload not released
+        return next((order[i].created for i in range(len(order)) if i not in taken), math.inf)
     oldest, start, end = math.inf, 0, len(order)
     while start < end:
         band = bisect_right(order, -order[start].priority, lo=start, key=_lower_priority)

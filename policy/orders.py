@@ -21,13 +21,15 @@ is never another object's in the next.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import filterfalse
 from types import MappingProxyType
 
 from policy.model import State, Workload
 from policy.ordering import sort_in_queue_order
+from policy.usage import Ledger
 
 # Past this share of new work, gathering from scratch beats merging what is new into the kept
 # orders one workload at a time (each merge costs a binary search and a copy of the queue).
@@ -41,14 +43,15 @@ def queue_rank(w: Workload) -> tuple[int, float, str]:
     return -w.priority, w.created, w.key
 
 
-Gathered = tuple[dict[str, list[Workload]], list[Workload]]
-"""Pending work by queue (each in queue order, queues by name), and the running work."""
+Gathered = tuple[dict[str, list[Workload]], list[Workload], Ledger]
+"""Pending work by queue (each in queue order, queues by name), the running work, and the
+running work counted (a ``Ledger`` the caller copies with ``Ledger.load``, never changes)."""
 
 
 class Orders:
     """What one decision gathered, for the next to start from. Immutable once made."""
 
-    __slots__ = ("_queues", "_running", "_seen", "fresh_share")
+    __slots__ = ("_counted", "_queues", "_running", "_seen", "fresh_share")
 
     def __init__(
         self,
@@ -57,6 +60,7 @@ class Orders:
         queues: Mapping[str, Sequence[Workload]] | None = None,
         *,
         fresh_share: float = FRESH_SHARE,
+        counted: Ledger | None = None,
     ) -> None:
         self.fresh_share = fresh_share
         """Past this share of new workloads in a snapshot, ``gather`` starts from scratch."""
@@ -65,6 +69,8 @@ class Orders:
         self._queues: Mapping[str, tuple[Workload, ...]] = MappingProxyType(
             {name: tuple(order) for name, order in (queues or {}).items()}
         )
+        self._counted = counted if counted is not None else _counted(self._running)
+        """The running work counted: kept too, since between two decisions little starts or ends."""
 
     def __len__(self) -> int:
         """How many workloads are kept."""
@@ -75,61 +81,78 @@ class Orders:
         return self._queues.get(queue, ())
 
     def gather(self, workloads: Sequence[Workload]) -> tuple[Gathered, Orders]:
-        """The pending work of ``workloads`` by queue in queue order, the running work, and the
-        orders to keep for the next decision (each queue's pending work is kept as gathered here,
-        this decision's releases included: the next snapshot shows them running)."""
+        """The pending work of ``workloads`` by queue in queue order, the running work counted,
+        and the orders to keep for the next decision (each queue's pending work is kept as
+        gathered here, this decision's releases included: the next snapshot shows them running).
+
+        What is new and what is gone are found by identity in passes over dicts keyed by id (C
+        loops); what is gone only when the count says some kept workload is missing."""
         kept = self._seen
-        new = [w for w in workloads if id(w) not in kept]
+        seen = dict(zip(map(id, workloads), workloads, strict=True))
+        new = [seen[i] for i in filterfalse(kept.__contains__, seen)]
         if not kept or len(new) > self.fresh_share * len(workloads):
-            seen = dict(zip(map(id, workloads), workloads, strict=True))
             by_queue, running = _fresh(workloads)
-            return (by_queue, running), self._next(seen, running, by_queue)
-        if len(workloads) - len(new) == len(kept):  # every kept workload is still there
-            gone: set[int] = set()
-            seen = dict(kept)
-            seen.update(zip(map(id, new), new, strict=True))
+            counted = _counted(running)
+            return (by_queue, running, counted), self._next(seen, running, by_queue, counted)
+        gone: list[Workload] = []
+        if len(seen) - len(new) == len(kept):  # every kept workload is still there
+            if not new:
+                return (self._by_queue(), list(self._running), self._counted), self
         else:
-            seen = dict(zip(map(id, workloads), workloads, strict=True))
-            gone = kept.keys() - seen.keys()
-        if not new and not gone:
-            return (self._by_queue(), list(self._running)), self
-        by_queue, running = self._update(gone, new)
-        return (by_queue, running), self._next(seen, running, by_queue)
+            gone = [kept[i] for i in filterfalse(seen.__contains__, kept)]
+        by_queue, running, counted = self._update(gone, new)
+        return (by_queue, running, counted), self._next(seen, running, by_queue, counted)
 
     def _next(
-        self, seen: Mapping[int, Workload], running: list[Workload], by_queue: dict[str, list[Workload]]
+        self, seen: Mapping[int, Workload], running: list[Workload], by_queue: dict[str, list[Workload]],
+        counted: Ledger,
     ) -> Orders:
-        return Orders(seen, running, by_queue, fresh_share=self.fresh_share)
+        return Orders(seen, running, by_queue, fresh_share=self.fresh_share, counted=counted)
 
     def _by_queue(self) -> dict[str, list[Workload]]:
         return {name: list(order) for name, order in self._queues.items()}
 
-    def _update(self, gone: set[int], new: list[Workload]) -> Gathered:
-        seen = self._seen
-        touched = {seen[i].queue for i in gone if seen[i].state is State.PENDING}
-        by_queue: dict[str, list[Workload]] = {}
-        for name, order in self._queues.items():
-            if name in touched:
-                left = [w for w in order if id(w) not in gone]
-                if left:
-                    by_queue[name] = left
-            else:
-                by_queue[name] = list(order)
-        running = [w for w in self._running if id(w) not in gone] if gone else list(self._running)
-        arrived: defaultdict[str, list[Workload]] = defaultdict(list)
+    def _update(self, gone: list[Workload], new: list[Workload]) -> Gathered:
         pending, is_running = State.PENDING, State.RUNNING
+        touched = {w.queue for w in gone if w.state is pending}
+        ended = {id(w) for w in gone if w.state is is_running}
+        by_queue = {name: list(order) for name, order in self._queues.items()}
+        for w in gone:
+            if w.state is pending:
+                _remove(by_queue, w)
+        for name in touched:
+            if not by_queue.get(name, True):
+                del by_queue[name]
+        running = [w for w in self._running if id(w) not in ended] if ended else list(self._running)
+        started: list[Workload] = []
+        arrived: defaultdict[str, list[Workload]] = defaultdict(list)
         for w in new:
             if w.state is pending:
                 arrived[w.queue].append(w)
             elif w.state is is_running:
-                running.append(w)
+                started.append(w)
+        running.extend(started)
         for name, fresh in arrived.items():
             sort_in_queue_order(fresh)
             by_queue[name] = _merge(by_queue.get(name, []), fresh)
-        return {name: by_queue[name] for name in sorted(by_queue)}, running
+        if ended:  # counting what ended back out is not exact (a sum of zero, an empty scope)
+            counted = _counted(running)
+        elif started:
+            counted = Ledger()
+            counted.load(self._counted)
+            counted.run_all(started)
+        else:
+            counted = self._counted
+        return {name: by_queue[name] for name in sorted(by_queue)}, running, counted
 
 
-def _fresh(workloads: Iterable[Workload]) -> Gathered:
+def _counted(running: Iterable[Workload]) -> Ledger:
+    ledger = Ledger()
+    ledger.run_all(running)
+    return ledger
+
+
+def _fresh(workloads: Iterable[Workload]) -> tuple[dict[str, list[Workload]], list[Workload]]:
     """Gathering from scratch: one pass, then a sort of each queue."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     running: list[Workload] = []
@@ -143,6 +166,19 @@ def _fresh(workloads: Iterable[Workload]) -> Gathered:
     for order in by_queue.values():
         sort_in_queue_order(order)
     return {name: by_queue[name] for name in sorted(by_queue)}, running
+
+
+def _remove(by_queue: dict[str, list[Workload]], w: Workload) -> None:
+    """Take ``w`` out of its queue's order: found by binary search (queue order is total)."""
+    order = by_queue.get(w.queue)
+    if order is None:
+        return
+    rank = queue_rank(w)
+    at = bisect_left(order, rank, key=queue_rank)
+    if at < len(order) and order[at] is w:
+        del order[at]
+    else:  # not where its rank says: look by identity (never expected)
+        by_queue[w.queue] = [x for x in order if x is not w]
 
 
 def _merge(order: list[Workload], fresh: list[Workload]) -> list[Workload]:

@@ -95,8 +95,30 @@ class Ledger:
         self.oldest: dict[str, float] = {}
 
     def run(self, w: Workload) -> None:
-        """Count ``w`` as running in every scope it belongs to."""
-        self.run_all((w,))
+        """Count ``w`` as running in every scope it belongs to (``run_all`` of one, without its
+        per-queue roll-up: a decision calls this once per release)."""
+        queue, requests = w.queue, w.requests
+        self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
+        _plus(self.queue_used.setdefault(queue, {}), requests)
+        _plus(self.cluster_used, requests)
+        self.cluster_running += 1
+        if w.team:
+            self.team_running[w.team] = self.team_running.get(w.team, 0) + 1
+            _plus(self.team_used.setdefault(w.team, {}), requests)
+        if w.workflow:
+            self.workflow_running[w.workflow] = self.workflow_running.get(w.workflow, 0) + 1
+
+    def load(self, other: Ledger) -> None:
+        """Take ``other``'s counts as this ledger's own (copies: neither changes the other)."""
+        self.queue_running = dict(other.queue_running)
+        self.queue_used = {name: dict(used) for name, used in other.queue_used.items()}
+        self.team_running = dict(other.team_running)
+        self.team_used = {name: dict(used) for name, used in other.team_used.items()}
+        self.workflow_running = dict(other.workflow_running)
+        self.cluster_running = other.cluster_running
+        self.cluster_used = dict(other.cluster_used)
+        self.pending = dict(other.pending)
+        self.oldest = dict(other.oldest)
 
     def run_all(self, workloads: Iterable[Workload]) -> None:
         """Count every one of ``workloads`` as running.

@@ -107,6 +107,12 @@ class Waiting(Mapping[str, Wait]):
 
     # --- answers ---------------------------------------------------------------------------
 
+    def answer(self, key: str) -> tuple[Reason, str]:
+        """The reason and message alone: no position, so no queue's positions are worked out
+        (the first position asked of a deep queue indexes the whole queue)."""
+        w = self._where()[key]
+        return self.explain(w, self._lines[w.queue])
+
     def reason(self, key: str) -> Reason:
         """The reason alone, without working out the message's position in the queue."""
         w = self._where()[key]

@@ -367,3 +367,23 @@ async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: Wor
 
     assert world.api.condition(NS, "static") is None
     assert [e for e in world.api.events if e["reason"] == "ReleasedOutsideDispatch"] == []
+
+
+async def test_a_second_cycle_with_nothing_changed_writes_nothing_to_a_pod_whose_namespace_left_its_team(
+    world: World,
+) -> None:
+    world.controller.belongs = lambda namespace, team: namespace == NS and team == "nlp"
+    world.submit(gated_pod("p0"), gated_pod("p1"))
+    world.controller.cycle()
+    await world.settle()
+    world.cache.sync()  # the watch shows the conditions written
+    versions = {name: world.api.pod(NS, name)["metadata"]["resourceVersion"] for name in ("p0", "p1")}
+    events = len(world.api.events)
+
+    for _ in range(2):
+        world.controller.cycle()
+        await world.settle()
+    assert {name: world.api.pod(NS, name)["metadata"]["resourceVersion"] for name in ("p0", "p1")} == versions
+    assert len(world.api.events) == events
+    condition = world.api.condition(NS, "p0")
+    assert condition is not None and condition["reason"] == "NamespaceLeftTeam"
