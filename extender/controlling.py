@@ -333,8 +333,10 @@ class GateController:
         yield None
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
-        yield from self.describer.strays(strays.values())
+        outside = yield from self.describer.strays(strays.values())
         waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        for labels, count in outside.items():
+            waiting[labels] = waiting.get(labels, 0) + count
         unplaceable, placing_due = yield from self.describer.released(managed, mono)
         del pending  # the cycle's large containers are let go one per step, not all at its end
         yield None

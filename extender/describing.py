@@ -47,13 +47,17 @@ class Describer:
         self._unplaceable_since.clear()
         self._event_at.clear()
 
-    def strays(self, strays: Iterable[ManagedPod]) -> Steps[None]:
+    def strays(self, strays: Iterable[ManagedPod]) -> Steps[Counter[tuple[str, str]]]:
         """Gated pods whose namespace left their team: they say so (written once, not per cycle:
-        ``Explainer.want`` skips a pod that already carries the condition)."""
+        ``Explainer.want`` skips a pod that already carries the condition); the count by queue
+        and reason, for the waiting gauge, so an alert can see them."""
+        counts: Counter[tuple[str, str]] = Counter()
         for n, stray in enumerate(strays):
             if n % FEW == 0:
                 yield None
+            counts[(stray.pod.queue, conditions.OUTSIDE_TEAM)] += 1
             self.explainer.want(stray, conditions.outside_team(stray.pod))
+        return counts
 
     def pending(
         self, pending: Mapping[str, Workload], waiting: Waiting, managed: Mapping[str, ManagedPod],

@@ -356,6 +356,10 @@ async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(worl
     assert (condition["status"], condition["reason"]) == ("False", "NamespaceLeftTeam")
     assert condition["message"].startswith(
         "namespace vision is no longer opted in to team vision, which admitted this pod to queue train")
+    # and it is counted where an alert can see it
+    waiting = world.controller.metrics.registry.get_sample_value(
+        "sluicegate_queue_waiting_workloads", {"queue": "train", "reason": "NamespaceLeftTeam"})
+    assert waiting == 1
 
 
 async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: World) -> None:
