@@ -19,12 +19,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from kube.connecting import Connection
 from kube.reflecting import Change, Reflector
 from kube.resources import PODS
-from policy import keys
+from policy import fields, keys
 from policy.fields import Obj
 from recorder.lives import Life, deleted, observe
 from recorder.metrics import RecorderMetrics
@@ -54,7 +54,7 @@ class Recorder:
         self.flush_seconds = flush_seconds
         self.retention_seconds = retention_seconds
         self.clock = clock
-        self.reflector: Reflector[Obj] = Reflector(connection, PODS, _raw, label_selector=LABEL_SELECTOR)
+        self.reflector: Reflector[Obj] = Reflector(connection, PODS, slim, label_selector=LABEL_SELECTOR)
         self.reflector.add_listener(self._changed)
         self.reconciled = asyncio.Event()
         self._lives: dict[str, Life] = {}
@@ -179,6 +179,28 @@ def _open(pod: Obj | None) -> bool:
     return not (isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed"))
 
 
-def _raw(obj: Obj) -> Obj:
-    """The reflector keeps pods as they came: ``observe`` needs the pod and the life before."""
-    return obj
+SPEC_READ: Final = ("priority", "schedulingGates", "nodeName", "overhead", "resources")
+CONTAINER_READ: Final = ("name", "resources", "restartPolicy")
+STATUS_READ: Final = ("phase", "conditions", "containerStatuses", "initContainerStatuses")
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim(obj: Obj) -> Obj:
+    """The parts of a pod that ``observe`` reads, which the reflector keeps of each pod: its
+    metadata but the managed fields and kubectl's copy of the whole manifest, the spec's
+    scheduling gates, node, priority and requests (containers by name, resources and restart
+    policy), and the status. A pod's full JSON is tens of kilobytes, and the watch holds every
+    managed pod, finished ones included, for as long as they exist."""
+    meta = dict(fields.obj(obj.get("metadata")))
+    meta.pop("managedFields", None)
+    notes = fields.obj(meta.get("annotations"))
+    if LAST_APPLIED in notes:
+        meta["annotations"] = {k: v for k, v in notes.items() if k != LAST_APPLIED}
+    spec = fields.obj(obj.get("spec"))
+    kept: dict[str, Any] = {k: spec[k] for k in SPEC_READ if k in spec}
+    for name in ("containers", "initContainers"):
+        if isinstance(spec.get(name), list):
+            kept[name] = [{k: c[k] for k in CONTAINER_READ if k in c} if isinstance(c, dict) else c
+                          for c in spec[name]]
+    status = fields.obj(obj.get("status"))
+    return {"metadata": meta, "spec": kept, "status": {k: status[k] for k in STATUS_READ if k in status}}

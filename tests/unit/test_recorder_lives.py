@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from policy import keys
 from recorder.lives import Life, deleted, life_json, observe, parse_life, workloads
+from recorder.recording import LAST_APPLIED, slim
 from records.trace import Phase, parse_record, record_json
 from tests.builders import T0, MakePod, timestamp
 
@@ -144,3 +146,18 @@ def test_every_workload_record_is_a_valid_trace_line_and_lives_survive_the_datab
     assert parse_life(life_json(life)) == life
     (record,) = workloads([life])
     assert parse_record(record_json(record)) == record
+
+
+def test_the_slim_pod_the_recorder_keeps_records_the_same_life_as_the_whole_pod() -> None:
+    whole = (pod("big").created(0).admitted(0.25).workflow("sweep", 3).group("g", 2).priority(7)
+             .init_container("setup", resources={"requests": {"cpu": "2"}}, restartPolicy="Always")
+             .container("sidecar", env=[{"name": "A", "value": "x" * 1000}],
+                        resources={"requests": {"memory": "1Gi"}})
+             .spec(volumes=[{"name": "data", "emptyDir": {}}], overhead={"cpu": "100m"})
+             .annotation(LAST_APPLIED, json.dumps({"big": "y" * 5000}))
+             .running("node-1"))
+    obj = terminated(scheduled(whole.obj(), at=3), at=30)
+    obj["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {"x": "y" * 5000}}}]
+    kept = slim(obj)
+    assert observe(kept, T0 + 31) == observe(obj, T0 + 31)
+    assert len(json.dumps(kept)) < len(json.dumps(obj)) / 10
