@@ -72,12 +72,25 @@ class VirtualCluster:
         self.teams: dict[str, Scope] = {}
         self.total = Scope()  # the whole cluster
         self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
+        # Queues whose pending work or own limits (the queue's usage, the count of a team with a
+        # maxRunning, the running members of a workflow) may have changed since ``touched`` was
+        # last cleared: what decides whether a queue is idle (``simulator.compacting``).
+        self.touched: set[str] = set()
+        self._counted = {name for name, team in setup.teams.items() if team.max_running is not None}
+        self._team_queues: dict[str, set[str]] = {}  # team -> queues that had pending work of it
+        self._flow_queues: dict[str, set[str]] = {}  # workflow -> queues that had pending work of it
 
     # --- events ----------------------------------------------------------------------------
 
     def arrive(self, w: Workload) -> None:
-        insort(self.waiting.setdefault(w.queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
-        self.pending[w.queue] = self.pending.get(w.queue, 0) + 1
+        queue = w.queue
+        insort(self.waiting.setdefault(queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
+        self.pending[queue] = self.pending.get(queue, 0) + 1
+        self.touched.add(queue)
+        if w.team in self._counted:
+            self._team_queues.setdefault(w.team, set()).add(queue)
+        if w.workflow:
+            self._flow_queues.setdefault(w.workflow, set()).add(queue)
 
     def start(self, pending: Workload, running: Workload) -> None:
         """``pending`` was released: ``running`` (its running version) now runs."""
@@ -111,12 +124,16 @@ class VirtualCluster:
         scope_in(self.classes.setdefault(w.queue, {}), w.team).add(w, sign)
         scope_in(self.teams, w.team).add(w, sign)
         self.total.add(w, sign)
+        self.touched.add(w.queue)
+        if w.team in self._counted:
+            self.touched.update(self._team_queues.get(w.team, ()))
         if w.workflow:
             members = self.flows.setdefault(w.workflow, {})
             if sign > 0:
                 members[w.key] = w
             else:
                 del members[w.key]
+            self.touched.update(self._flow_queues.get(w.workflow, ()))
 
     # --- snapshots -------------------------------------------------------------------------
 
