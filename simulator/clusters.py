@@ -65,6 +65,7 @@ class VirtualCluster:
         self.setup = setup
         self.waiting: dict[str, dict[Shape, list[Workload]]] = {}  # queue -> shape -> in queue order
         self.pending: dict[str, int] = {}  # queue -> how many wait (queues with none left out)
+        self.open: dict[str, None] = {}  # queues with pending work that are not closed, as a set
         self.running: dict[str, Workload] = {}
         self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
         self.queues: dict[str, Scope] = {}
@@ -86,6 +87,7 @@ class VirtualCluster:
         queue = w.queue
         insort(self.waiting.setdefault(queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
         self.pending[queue] = self.pending.get(queue, 0) + 1
+        self._reopen(queue)
         self.touched.add(queue)
         if w.team in self._counted:
             self._team_queues.setdefault(w.team, set()).add(queue)
@@ -107,11 +109,20 @@ class VirtualCluster:
         else:
             self.pending[pending.queue] -= 1
         self._count(running, 1)
+        self._reopen(pending.queue)
 
     def finish(self, key: str) -> Workload:
         w = self.running[key]
         self._count(w, -1)
+        self._reopen(w.queue)
         return w
+
+    def _reopen(self, queue: str) -> None:
+        """Note whether ``queue`` is open: it has pending work and is not closed."""
+        if queue in self.pending and queue_full(self.setup.queues.get(queue), self.counts) is None:
+            self.open[queue] = None
+        else:
+            self.open.pop(queue, None)
 
     def _count(self, w: Workload, sign: int) -> None:
         if sign > 0:
@@ -139,8 +150,7 @@ class VirtualCluster:
 
     def open_queues(self) -> list[str]:
         """Queues with pending work that are not closed (missing, paused, at maxRunning)."""
-        queues, counts = self.setup.queues, self.counts
-        return [q for q in self.pending if queue_full(queues.get(q), counts) is None]
+        return list(self.open)
 
     def whole(self, now: float) -> Snapshot | None:
         """Every pending and running workload, the limits as they are; None when nothing waits."""

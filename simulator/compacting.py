@@ -103,9 +103,11 @@ class Compactor:
         self._rooms: dict[tuple[str, str, Asks], tuple[tuple[int, int], tuple[int, int]]] = {}
         self._idles: dict[str, Workload] = {}
         self._idle: set[str] = set()  # queues found idle that no event has touched since
-        self._lowered_queues: dict[str, tuple[int, Queue]] = {}
-        self._lowered_teams: dict[str, tuple[int, Team]] = {}
-        self._lowered_policy: tuple[int, Policy] | None = None
+        # Limits lowered by the running workloads that sums stand for, by (name, how many): a
+        # queue's or team's count never exceeds its maxRunning, so these stay few.
+        self._lowered_queues: dict[tuple[str, int], Queue] = {}
+        self._lowered_teams: dict[tuple[str, int], Team] = {}
+        self._lowered_policy: dict[int, Policy] = {}
         self._levels: dict[int, str] = {}
         for name, queue in self.setup.queues.items():
             self._levels.setdefault(queue.priority, name)  # one queue per priority
@@ -328,9 +330,7 @@ class Compactor:
         by the amounts themselves.
         """
         cached = self._sums.get((queue, team))
-        shape: object = (
-            version if version is not None else tuple(sorted((k, v) for k, v in used.items() if v))
-        )
+        shape: object = version if version is not None else dict(used)
         if cached is not None and cached[0] == shape:
             return cached[1]
         requests = {k: v for k, v in used.items() if v}
@@ -364,13 +364,12 @@ class Compactor:
     def _lowered_queue(self, queue: Queue, hidden: int) -> Queue:
         if not hidden or queue.max_running is None:
             return queue
-        cached = self._lowered_queues.get(queue.name)
-        if cached is None or cached[0] != hidden:
-            cached = self._lowered_queues[queue.name] = (
-                hidden,
-                replace(queue, max_running=queue.max_running - hidden),
+        lowered = self._lowered_queues.get((queue.name, hidden))
+        if lowered is None:
+            lowered = self._lowered_queues[(queue.name, hidden)] = replace(
+                queue, max_running=queue.max_running - hidden
             )
-        return cached[1]
+        return lowered
 
     def _teams(self, shown: Mapping[str, int]) -> Mapping[str, Team]:
         """Teams with their maxRunning lowered by the running workloads the sums stand for."""
@@ -381,11 +380,12 @@ class Compactor:
                 continue
             hidden = self.cluster.teams[name].running - count
             if hidden:
-                cached = self._lowered_teams.get(name)
-                if cached is None or cached[0] != hidden:
-                    lowered = replace(team, max_running=team.max_running - hidden)
-                    cached = self._lowered_teams[name] = (hidden, lowered)
-                out[name] = cached[1]
+                lowered = self._lowered_teams.get((name, hidden))
+                if lowered is None:
+                    lowered = self._lowered_teams[(name, hidden)] = replace(
+                        team, max_running=team.max_running - hidden
+                    )
+                out[name] = lowered
         return out
 
     def _policy(self, shown: int) -> Policy:
@@ -393,6 +393,7 @@ class Compactor:
         hidden = self.cluster.total.running - shown
         if policy.max_running is None or not hidden:
             return policy
-        if self._lowered_policy is None or self._lowered_policy[0] != hidden:
-            self._lowered_policy = (hidden, replace(policy, max_running=policy.max_running - hidden))
-        return self._lowered_policy[1]
+        lowered = self._lowered_policy.get(hidden)
+        if lowered is None:
+            lowered = self._lowered_policy[hidden] = replace(policy, max_running=policy.max_running - hidden)
+        return lowered

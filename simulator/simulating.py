@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policy.dispatching import Turns, dispatch
-from policy.limits import queue_full
 from policy.model import State, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
@@ -194,7 +193,6 @@ def simulate(
 
     cluster = VirtualCluster(setup)
     compactor = Compactor(cluster)
-    queues, counts = setup.queues, cluster.counts
     starvation = setup.policy.starvation_seconds
     released_at: dict[str, float] = {}
     finished_at: dict[str, float] = {}
@@ -217,7 +215,7 @@ def simulate(
         while nxt < total and arrivals[nxt][0] <= now:
             w = versions[arrivals[nxt][1]][0]
             cluster.arrive(w)
-            changed = changed or queue_full(queues.get(w.queue), counts) is None
+            changed = changed or w.queue in cluster.open
             nxt += 1
         # A workload that became starving since the last cycle may change the answer.
         while crossed < nxt and arrivals[crossed][0] + starvation <= now + _SLACK:
