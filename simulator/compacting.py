@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from policy.dispatching import Turns
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
@@ -91,6 +92,21 @@ class _Shown:
     claim: bool  # some of it that fits starts a shape with a starving workload
 
 
+def _scope_room(scope: Scope | None, max_running: int | None, quota: Resources, asks: Asks) -> int:
+    """``_room(_headroom(...), asks)`` without the headroom in between."""
+    running, used = (scope.running, scope.used) if scope is not None else (0, _NO_USE)
+    room = UNBOUNDED if max_running is None else max_running - running
+    for resource, need in asks:
+        if need and (cap := quota.get(resource)) is not None:
+            fit = (cap - used.get(resource, 0)) // need
+            if fit < room:
+                room = fit
+    return room
+
+
+_NO_USE: dict[str, int] = {}
+
+
 class Compactor:
     """Makes compact snapshots of one ``VirtualCluster``, keeping what it can between cycles."""
 
@@ -112,15 +128,15 @@ class Compactor:
         for name, queue in self.setup.queues.items():
             self._levels.setdefault(queue.priority, name)  # one queue per priority
 
-    def snapshot(self, now: float) -> Snapshot | None:
-        """What dispatch decides over now; None when it could release nothing: no open queue
-        has pending work, or none of it fits under the limits as they stand."""
+    def snapshot(self, now: float, turns: Turns | None = None) -> Snapshot | None:
+        """What dispatch decides over now, given the ``turns`` it will be called with; None
+        when it could release nothing: no open queue has pending work, or none of it fits
+        under the limits as they stand."""
         cluster = self.cluster
-        visible = cluster.open_queues()
         if cluster.touched:
             self._idle -= cluster.touched
             cluster.touched.clear()
-        if not visible:
+        if not cluster.open:
             return None
         self._lowered_before, self._lowered_limits = self._lowered_limits, {}
         policy = self.setup.policy
@@ -128,19 +144,14 @@ class Compactor:
         deadline = now - policy.starvation_seconds  # as dispatch reckons it
         workloads: list[Workload] = []
         active: list[str] = []
-        idle: list[str] = []
         named: set[str] = set()
         claims: set[int] = set()  # priorities at which a starving head may be claimed
         fits = False
         rooms: dict[Asks, int] = {}  # requests -> the cluster's room
-        for name in visible:
-            if name in self._idle:
-                idle.append(name)
-                continue
+        for name in sorted(cluster.open.keys() - self._idle):
             shown = self._shown(name, headroom, rooms, deadline)
             if shown is None:
                 self._idle.add(name)
-                idle.append(name)
                 continue
             workloads.extend(shown.workloads)
             active.append(name)
@@ -150,8 +161,7 @@ class Compactor:
                 claims.add(self.setup.queues[name].priority)
         if not fits:
             return None
-        queues = self.setup.queues
-        idle = [name for name in idle if queues[name].priority in claims]
+        idle = self._turning(claims, turns) if claims else []
         workloads.extend(self._idle_workload(name) for name in idle)
         teams = self.setup.teams
         sums, per_queue, per_team = self._summed(active, {t for t in named if t in teams})
@@ -163,6 +173,27 @@ class Compactor:
             workloads,
             now,
         )
+
+    def _turning(self, claims: set[int], turns: Turns | None) -> list[str]:
+        """The idle queues to show at the priorities in ``claims``: at each, the first idle
+        queue after the one that had the last turn (every idle queue of it without ``turns``).
+
+        A claim moves the turn only when it was the claimant's turn anyway, so the turn can
+        move only from queue to the next one, and stops at the first idle queue after where it
+        started: the idle queues beyond it never matter."""
+        queues = self.setup.queues
+        idle: dict[int, list[str]] = {}
+        for name in self.cluster.open:
+            if name in self._idle and (level := queues[name].priority) in claims:
+                idle.setdefault(level, []).append(name)
+        if turns is None:
+            return [name for names in idle.values() for name in names]
+        out = []
+        for level, names in idle.items():
+            last = turns.last.get(level)
+            after = [name for name in names if last is None or name > last]
+            out.append(min(after or names))
+        return out
 
     def _shown(self, name: str, headroom: Headroom, rooms: dict[Asks, int], deadline: float) -> _Shown | None:
         """What of ``name``'s pending work the snapshot shows: the first k + 1 of every shape
@@ -240,9 +271,9 @@ class Compactor:
         cached = self._rooms.get((name, team_name, asks))
         if cached is not None and cached[0] == versions:
             return cached[1]
-        room = own = _room(_headroom(queue_scope, queue.max_running, queue.quota), asks)
+        room = own = _scope_room(queue_scope, queue.max_running, queue.quota, asks)
         if team is not None:
-            room = min(room, _room(_headroom(team_scope, team.max_running, team.quota), asks))
+            room = min(room, _scope_room(team_scope, team.max_running, team.quota, asks))
             if team.max_running is not None:
                 own = min(own, team.max_running - (team_scope.running if team_scope is not None else 0))
         self._rooms[(name, team_name, asks)] = (versions, (room, own))

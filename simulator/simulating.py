@@ -225,7 +225,7 @@ def simulate(
         if not changed:
             continue  # only arrivals to closed queues: the last cycle's answer stands
         last = now
-        snapshot = cluster.whole(now) if exact else compactor.snapshot(now)
+        snapshot = cluster.whole(now) if exact else compactor.snapshot(now, turns)
         if snapshot is None:
             continue
         decision = dispatch(snapshot, turns)
