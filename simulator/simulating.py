@@ -26,7 +26,9 @@ pending work of a queue that is closed at the start of the cycle (missing, pause
 ``maxRunning``) is left out of the snapshot, since dispatch neither releases from such a queue
 nor lets it hold capacity; and requests keep only the resources some quota names, the only
 ones limits and holds read. A cycle with no pending work in an open queue cannot release
-anything and is not run.
+anything and is not run. ``simulator.compacting`` has the rest: sums for running work, the
+first few of each shape, and idle queues (their own limits stop all their work) left out or
+shown as one placeholder, remembered until an event touches them.
 """
 
 from __future__ import annotations
