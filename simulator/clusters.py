@@ -65,6 +65,7 @@ class VirtualCluster:
         self.setup = setup
         self.waiting: dict[str, dict[Shape, list[Workload]]] = {}  # queue -> shape -> in queue order
         self.pending: dict[str, int] = {}  # queue -> how many wait (queues with none left out)
+        self.open: dict[str, None] = {}  # queues with pending work that are not closed, as a set
         self.running: dict[str, Workload] = {}
         self.counts = Ledger()  # running count per queue: what ``queue_full`` reads
         self.queues: dict[str, Scope] = {}
@@ -72,12 +73,26 @@ class VirtualCluster:
         self.teams: dict[str, Scope] = {}
         self.total = Scope()  # the whole cluster
         self.flows: dict[str, dict[str, Workload]] = {}  # workflow -> running members
+        # Queues whose pending work or own limits (the queue's usage, the count of a team with a
+        # maxRunning, the running members of a workflow) may have changed since ``touched`` was
+        # last cleared: what decides whether a queue is idle (``simulator.compacting``).
+        self.touched: set[str] = set()
+        self._counted = {name for name, team in setup.teams.items() if team.max_running is not None}
+        self._team_queues: dict[str, set[str]] = {}  # team -> queues that had pending work of it
+        self._flow_queues: dict[str, set[str]] = {}  # workflow -> queues that had pending work of it
 
     # --- events ----------------------------------------------------------------------------
 
     def arrive(self, w: Workload) -> None:
-        insort(self.waiting.setdefault(w.queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
-        self.pending[w.queue] = self.pending.get(w.queue, 0) + 1
+        queue = w.queue
+        insort(self.waiting.setdefault(queue, {}).setdefault(shape_of(w), []), w, key=queue_order)
+        self.pending[queue] = self.pending.get(queue, 0) + 1
+        self._reopen(queue)
+        self.touched.add(queue)
+        if w.team in self._counted:
+            self._team_queues.setdefault(w.team, set()).add(queue)
+        if w.workflow:
+            self._flow_queues.setdefault(w.workflow, set()).add(queue)
 
     def start(self, pending: Workload, running: Workload) -> None:
         """``pending`` was released: ``running`` (its running version) now runs."""
@@ -94,11 +109,20 @@ class VirtualCluster:
         else:
             self.pending[pending.queue] -= 1
         self._count(running, 1)
+        self._reopen(pending.queue)
 
     def finish(self, key: str) -> Workload:
         w = self.running[key]
         self._count(w, -1)
+        self._reopen(w.queue)
         return w
+
+    def _reopen(self, queue: str) -> None:
+        """Note whether ``queue`` is open: it has pending work and is not closed."""
+        if queue in self.pending and queue_full(self.setup.queues.get(queue), self.counts) is None:
+            self.open[queue] = None
+        else:
+            self.open.pop(queue, None)
 
     def _count(self, w: Workload, sign: int) -> None:
         if sign > 0:
@@ -111,19 +135,22 @@ class VirtualCluster:
         scope_in(self.classes.setdefault(w.queue, {}), w.team).add(w, sign)
         scope_in(self.teams, w.team).add(w, sign)
         self.total.add(w, sign)
+        self.touched.add(w.queue)
+        if w.team in self._counted:
+            self.touched.update(self._team_queues.get(w.team, ()))
         if w.workflow:
             members = self.flows.setdefault(w.workflow, {})
             if sign > 0:
                 members[w.key] = w
             else:
                 del members[w.key]
+            self.touched.update(self._flow_queues.get(w.workflow, ()))
 
     # --- snapshots -------------------------------------------------------------------------
 
     def open_queues(self) -> list[str]:
         """Queues with pending work that are not closed (missing, paused, at maxRunning)."""
-        queues, counts = self.setup.queues, self.counts
-        return [q for q in self.pending if queue_full(queues.get(q), counts) is None]
+        return list(self.open)
 
     def whole(self, now: float) -> Snapshot | None:
         """Every pending and running workload, the limits as they are; None when nothing waits."""

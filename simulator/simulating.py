@@ -26,7 +26,9 @@ pending work of a queue that is closed at the start of the cycle (missing, pause
 ``maxRunning``) is left out of the snapshot, since dispatch neither releases from such a queue
 nor lets it hold capacity; and requests keep only the resources some quota names, the only
 ones limits and holds read. A cycle with no pending work in an open queue cannot release
-anything and is not run.
+anything and is not run. ``simulator.compacting`` has the rest: sums for running work, the
+first few of each shape, and idle queues (their own limits stop all their work) left out or
+shown as one placeholder, remembered until an event touches them.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from policy.dispatching import Turns, dispatch
-from policy.limits import queue_full
 from policy.model import State, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
@@ -194,7 +195,6 @@ def simulate(
 
     cluster = VirtualCluster(setup)
     compactor = Compactor(cluster)
-    queues, counts = setup.queues, cluster.counts
     starvation = setup.policy.starvation_seconds
     released_at: dict[str, float] = {}
     finished_at: dict[str, float] = {}
@@ -217,7 +217,7 @@ def simulate(
         while nxt < total and arrivals[nxt][0] <= now:
             w = versions[arrivals[nxt][1]][0]
             cluster.arrive(w)
-            changed = changed or queue_full(queues.get(w.queue), counts) is None
+            changed = changed or w.queue in cluster.open
             nxt += 1
         # A workload that became starving since the last cycle may change the answer.
         while crossed < nxt and arrivals[crossed][0] + starvation <= now + _SLACK:
@@ -227,7 +227,7 @@ def simulate(
         if not changed:
             continue  # only arrivals to closed queues: the last cycle's answer stands
         last = now
-        snapshot = cluster.whole(now) if exact else compactor.snapshot(now)
+        snapshot = cluster.whole(now) if exact else compactor.snapshot(now, turns)
         if snapshot is None:
             continue
         decision = dispatch(snapshot, turns)
