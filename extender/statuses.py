@@ -40,7 +40,8 @@ def managed_units(requests: Resources, managed: Sequence[str]) -> int:
 def display(running: int, max_running: int | None, used: Resources, quota: Resources,
             managed: Sequence[str]) -> dict[str, str]:
     capped = [r for r in managed if r in quota]
-    gpus_quota = str(sum(quota[r] for r in capped) // 1000) if capped else "-"
+    # A quota as the messages write it: 1.5 GPUs is 1500m there and here, never rounded to 1.
+    gpus_quota = quantity(sum(quota[r] for r in capped)) if capped else "-"
     return {
         "running": f"{running}/{'-' if max_running is None else max_running}",
         "gpus": f"{managed_units(used, managed)}/{gpus_quota}",

@@ -49,3 +49,10 @@ def test_the_release_patch_tests_the_whole_gate_list_then_removes_only_sluicegat
     other = release_patch(["a.io/x", keys.GATE], stamp, has_annotations=False)
     assert other[1] == {"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "a.io/x"}]}
     assert other[2] == {"op": "add", "path": "/metadata/annotations", "value": stamp}
+
+
+def test_a_fractional_gpu_quota_is_shown_as_the_waiting_messages_write_it() -> None:
+    pods = [MakePod("ns", "p0").queue("train").team("vision").gpus(1).gated()]
+    snap = snapshot(pods, queues=[MakeQueue("train").quota(gpus="1.5")])
+    out = figures(snap, dispatch(snap).usage, [])
+    assert out.queue_status["train"]["display"]["gpus"] == "1/1500m"  # released: 1 of 1.5 in use
