@@ -10,15 +10,19 @@ for, not against whatever the pod itself carries.
 
 Jobs are read from a watch of this process (one ``Reflector``, each Job reduced to its uid and
 stamp). A pod's Job can be newer than the watch (the Job controller creates pods as soon as it
-sees the Job), so a Job the watch does not hold yet is read once from the API server; a Job that
-no longer exists has no known creator. Only pods created by the accounts that really create a
-Job's pods are looked up: a stamp on anyone else's pod is never honoured anyway.
+sees the Job), so a Job the watch does not hold yet is read from the API server, once: what was
+read is kept (by uid, the last ``READ_KEPT`` Jobs) for the Job's other pods, which come in the
+same burst, until the watch delivers it. A Job that no longer exists has no known creator. Only
+pods created by the accounts that really create a Job's pods are looked up: a stamp on anyone
+else's pod is never honoured anyway.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from kube.cache import Cache
 from kube.connecting import JSON, ApiError, Connection
@@ -27,6 +31,9 @@ from kube.resources import JOBS
 from policy import fields, keys
 from policy.pods import Submitter
 from policy.reviews import JOB, OWNERS, POD, Operation, Request
+
+READ_KEPT: Final = 256
+"""Jobs read from the API server that are kept for their other pods (the newest, by uid)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,7 @@ class JobCreators:
     def __init__(self, connection: Connection, jobs: Reflector[JobStamp]) -> None:
         self.connection = connection
         self.jobs = jobs
+        self._read: OrderedDict[str, JobStamp] = OrderedDict()
 
     @classmethod
     def watching(cls, cache: Cache) -> JobCreators:
@@ -82,10 +90,21 @@ class JobCreators:
         name, uid = owner
         stamp = self.jobs.named(name, namespace)
         if stamp is None or stamp.uid != uid:
-            try:
-                stamp = JobStamp.of(await self.connection.get(JOBS.path(name, namespace=namespace)))
-            except ApiError as e:
-                if e.status == 404:  # gone: its pods are garbage, judged as their creator
-                    return None
-                raise
+            stamp = self._read.get(uid) or await self._fetch(name, namespace)
+            if stamp is None:
+                return None
         return stamp.submitter if stamp.uid == uid else None
+
+    async def _fetch(self, name: str, namespace: str) -> JobStamp | None:
+        """The Job as the API server has it now, kept for its other pods; None when it is gone
+        (its pods are garbage, judged as their creator)."""
+        try:
+            stamp = JobStamp.of(await self.connection.get(JOBS.path(name, namespace=namespace)))
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        self._read[stamp.uid] = stamp
+        while len(self._read) > READ_KEPT:
+            self._read.popitem(last=False)
+        return stamp

@@ -132,6 +132,16 @@ async def test_a_job_the_watch_has_not_delivered_yet_is_read_from_the_api_server
     assert api.reads == 1
 
 
+async def test_a_jobs_other_pods_in_the_same_burst_do_not_read_it_again(
+    client: TestClient[Any, Any], api: Jobs
+) -> None:
+    api.jobs["train"] = stamped_job()
+    for _ in range(5):
+        answer = await post(client, "/mutate", pod_review(job_pod("alice")))
+        assert answer["allowed"] and "patch" in answer
+    assert api.reads == 1
+
+
 async def test_a_job_recreated_under_the_same_name_is_not_the_pods_owner(
     client: TestClient[Any, Any], watched: Reflector[JobStamp], api: Jobs
 ) -> None:
