@@ -181,10 +181,9 @@ class GateController:
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
         self._stamps: dict[str, tuple[str, float]] = {}
-        """The ``dispatched-at`` stamp sent with each pod's release, and how long its workload
-        had waited then: what the watch must show, and what is observed once it does."""
-        """uid -> the dispatched-at stamp this process's gate patch carried, until the watch shows
-        the pod released (kept across terms: a patch cut short by a lost lead may still land)."""
+        """uid -> the ``dispatched-at`` stamp this process's gate patch carried and how long the
+        workload had waited then, until the watch shows the pod released (kept across terms: a
+        patch cut short by a lost lead may still land)."""
         self.describer = Describer(settings, self.explainer, self.releaser)
         self.cycles = 0
 
