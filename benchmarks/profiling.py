@@ -5,8 +5,12 @@ distinct stack with its sample count) on each Python process of a system when th
 and stops it (SIGINT, on which py-spy writes its file) when the run ends. ``hottest`` reads a
 collapsed file and ranks functions by the samples in which they were on the stack (inclusive)
 and at its top (self), which is what the benchmark notes quote. Only ``--profile`` runs are
-sampled, so the figures of ordinary runs carry no sampling cost. py-spy is a development
-dependency (``pip install -e '.[dev]'``); Go processes (Kueue) are not sampled.
+sampled, so the figures of ordinary runs carry no sampling cost. Only samples in which the
+process holds the interpreter lock are kept (``--gil``): on a machine whose cores are all busy
+a process spends much of its time runnable but waiting for a core, often in a system call
+that woke another process (a socket write), and without ``--gil`` those waits would be
+ranked as if they were work. py-spy is a development dependency (``pip install -e '.[dev]'``);
+Go processes (Kueue) are not sampled.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class Profiles:
             out = self.directory / f"{self.prefix}.{role}.folded"
             self.files[role] = out
             self._procs[role] = subprocess.Popen(
-                [binary, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--nonblocking",
+                [binary, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil",
                  "--output", str(out)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
