@@ -61,8 +61,8 @@ class Profiles:
             out = self.directory / f"{self.prefix}.{role}.folded"
             self.files[role] = out
             self._procs[role] = subprocess.Popen(
-                [binary, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--nonblocking", "--gil",
-                 "--output", str(out)],
+                [binary, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--nonblocking",
+                 "--gil", "--output", str(out)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
         return []
