@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from controlplane.pki import Pki
 
@@ -23,11 +25,39 @@ STOP_SECONDS = 15.0
 """How long a stopped process has after SIGTERM before SIGKILL."""
 
 
+PORT_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
+PORTS_BELOW: Final = 20_000
+"""How many ports under the ephemeral range ``free_port`` picks from."""
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port that is free now and that no outgoing connection will take meanwhile.
+
+    The port is handed to a process that binds it a moment later. A port from the kernel's
+    ephemeral range (what binding port 0 gives) can be taken in that moment as the local end
+    of any connection the machine opens, and a busy test run opens thousands; so the port is
+    picked at random from the ``PORTS_BELOW`` ports under that range, which only another
+    explicit bind can take, and checked by binding it."""
+    low = _ephemeral_low()
+    for _ in range(64):
+        port = random.randrange(max(1024, low - PORTS_BELOW), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # every pick taken: fall back on the kernel's choice
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path(PORT_RANGE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
