@@ -7,11 +7,12 @@ like with like whichever system released the pods. Percentiles are nearest-rank.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from audit.records import TERMINAL, Kind, Record
+from audit.checking import CLUSTER, Limits, ScopeKey, scopes
+from audit.records import TERMINAL, Kind, PodInfo, Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,33 +63,63 @@ def creation_to_release(record: Record) -> Latency:
     return Latency.of(samples)
 
 
-def freed_to_release(record: Record) -> Latency:
-    """From a slot freed (a released pod finished while gated pods waited) to the next release,
-    pairing each freed slot with the first release after it, first freed first. This is the
-    reaction time of whatever removes gates, when a limit is what holds pods back."""
+def freed_to_release(record: Record, limits: Limits | None = None) -> Latency:
+    """From a slot freed to the next release that could take it: the reaction time of whatever
+    removes gates, when a limit is what holds pods back.
+
+    Without ``limits``, any released pod finishing while gated pods wait frees a slot, and each
+    slot pairs with the first release after it, first freed first (one cap over every pod).
+    With ``limits``, slots belong to the scopes that have a running cap (``checking.scopes``):
+    a finish frees a slot in a scope only if that scope was at its cap just before and gated
+    pods of that scope wait, and a release pairs with the earliest freed slot of its own
+    scopes. So a finish in a queue nobody waits for, or below every limit, frees no slot, and a
+    release in one queue never answers a slot freed in another. Pods are counted one by one
+    (the benchmarks make no pod groups)."""
+
+    def keys(pod: PodInfo) -> list[ScopeKey]:
+        if limits is None:
+            return [CLUSTER]
+        return [k for k in scopes(pod) if limits.cap(k).running is not None]
+
+    def cap(key: ScopeKey) -> int | None:
+        return None if limits is None else limits.cap(key).running
+
     pending: set[str] = set()
     running: set[str] = set()
     done: set[str] = set()
-    freed: deque[float] = deque()
+    waiting: Counter[ScopeKey] = Counter()
+    busy: Counter[ScopeKey] = Counter()
+    freed: dict[ScopeKey, deque[float]] = defaultdict(deque)
     samples = []
     for event in record.events:
         pod = record.pods.get(event.uid)
         if pod is None:
             continue
+        mine = keys(pod)
         if event.kind is Kind.CREATED and pod.gates:
             pending.add(event.uid)
+            waiting.update(mine)
         elif event.kind is Kind.UNGATED and event.uid not in running and event.uid not in done:
-            pending.discard(event.uid)
+            if event.uid in pending:
+                pending.discard(event.uid)
+                waiting.subtract(mine)
             running.add(event.uid)
-            if freed:
-                samples.append(event.at - freed.popleft())
+            busy.update(mine)
+            oldest = min((k for k in mine if freed[k]), key=lambda k: freed[k][0], default=None)
+            if oldest is not None:
+                samples.append(event.at - freed[oldest].popleft())
         elif event.kind in TERMINAL and event.uid not in done:
             done.add(event.uid)
-            pending.discard(event.uid)
+            if event.uid in pending:
+                pending.discard(event.uid)
+                waiting.subtract(mine)
             if event.uid in running:
                 running.discard(event.uid)
-                if pending:
-                    freed.append(event.at)
+                for key in mine:
+                    limit = cap(key)
+                    if waiting[key] > 0 and (limit is None or busy[key] >= limit):
+                        freed[key].append(event.at)
+                busy.subtract(mine)
     return Latency.of(samples)
 
 

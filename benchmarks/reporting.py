@@ -49,7 +49,7 @@ ROWS: tuple[Row, ...] = (
                                               r.creation_to_release.p99))),
     ("freed slot → next release p50 / p99 (ms)",
      lambda r, b: (f"{_ms(r.freed_to_release.p50)} / {_ms(r.freed_to_release.p99)}"
-                   if r.freed_to_release.count else "no slot freed while pods waited")),
+                   if r.freed_to_release.count else "no limit held pods back")),
     ("peak running, all queues / limit", lambda r, b: f"{r.peak_running} / {r.cap}"),
     ("peak running, one queue / limit",
      lambda r, b: f"{r.peak_queue_running} / {r.max_running}" if r.system != "bare"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from audit.checking import lost, peaks, released_twice, violations
+from audit.checking import Limits, lost, peaks, released_twice, violations
 from audit.connection import Connection, Credentials
 from audit.latencies import Latency, creation_to_release, drain, freed_to_release
 from audit.loading import Load, Submitted, names, new_run, prepare, remove, submit
@@ -106,7 +106,8 @@ def run(
         say(f"FAILED: {problem}")
     for note in account.notes:
         say(f"note: {note}")
-    run = figures(system, scenario, measured, problems, started=started, command=command)
+    run = figures(system, scenario, measured, problems, started=started, command=command,
+                  limits=system.limits(setup))
     return replace(run, notes=account.notes)
 
 
@@ -249,8 +250,10 @@ def _percentiles(latency: Latency) -> Percentiles:
 
 def figures(
     system: System, scenario: Scenario, measured: Measured, problems: list[str], *,
-    started: str, command: str,
+    started: str, command: str, limits: Limits | None = None,
 ) -> Run:
+    """The run's figures; ``limits`` (what the system enforces) say which finishes free a slot
+    that waiting pods could take (``freed_to_release``)."""
     record = measured.record
     created = [e.at for e in record.events if e.kind is Kind.CREATED]
     drained = drain(record, since=min(created) if created else None)
@@ -265,7 +268,7 @@ def figures(
         submit_seconds=measured.submitted.seconds, refused=len(measured.submitted.refused),
         drain_seconds=drained.seconds, releases_per_second=drained.releases_per_second,
         creation_to_release=_percentiles(creation_to_release(record)),
-        freed_to_release=_percentiles(freed_to_release(record)),
+        freed_to_release=_percentiles(freed_to_release(record, limits)),
         peak_running=top.cluster.running,
         peak_queue_running=max((p.running for p in top.queues.values()), default=0),
         processes=dict(measured.processes), requests=sum(measured.requests.values()),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from audit.checking import Cap, Limits
 from audit.latencies import Latency, creation_to_release, drain, freed_to_release, percentile
 from tests.audit_stories import Story
 
@@ -50,3 +51,20 @@ def test_drain_runs_from_the_first_release_to_the_last_finish() -> None:
     found = drain(story.record())
     assert (found.seconds, found.releases, found.releases_per_second, found.last_finish) == (6, 5, 1.25, 7)
     assert drain(story.record(), since=0.0).seconds == 7
+
+
+def test_a_freed_slot_pairs_only_with_a_release_of_its_own_queue_when_queues_have_limits() -> None:
+    # One pod at a time per queue. a1 finishing frees nothing anyone waits for: only b2 waits,
+    # and queue b is full until b1 finishes at 5; b2's release at 5.1 answers that slot.
+    story = Story().pod("a1", queue="a").pod("b1", queue="b").pod("b2", queue="b")
+    story.lifecycle("a1", 0.1, 2.0).lifecycle("b1", 0.1, 5.0).lifecycle("b2", 5.1, 7.0)
+    limits = Limits(queues={"a": Cap(running=1), "b": Cap(running=1)})
+    found = freed_to_release(story.record(), limits)
+    assert (found.count, round(found.max, 3)) == (1, 0.1)
+
+
+def test_a_finish_below_every_limit_frees_no_slot_when_limits_are_given() -> None:
+    # The limit is 5 and one pod runs: a2 waits for whatever removes gates, not for a slot.
+    story = Story().pod("a1").pod("a2").lifecycle("a1", 0.1, 2.0).lifecycle("a2", 3.0, 5.0)
+    assert freed_to_release(story.record(), Limits(queues={"a": Cap(running=5)})) == Latency()
+    assert freed_to_release(story.record(), Limits(cluster=Cap(running=1))).count == 1
