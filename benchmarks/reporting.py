@@ -55,9 +55,11 @@ ROWS: tuple[Row, ...] = (
      lambda r, b: f"{r.peak_queue_running} / {r.max_running}" if r.system != "bare"
      else f"{r.peak_queue_running} (it knows no queues)"),
     ("CPU seconds of the system during the run",
-     lambda r, b: f"{r.cpu_seconds:.1f}" + _ratio(r.cpu_seconds, b.cpu_seconds if b else None)),
+     lambda r, b: f"{r.cpu_seconds:.1f}" + _ratio(r.cpu_seconds, b.cpu_seconds if b else None)
+     if r.processes else DASH),
     ("peak RSS (MiB), by process",
-     lambda r, b: ", ".join(f"{name} {u.peak_rss_mib:.0f}" for name, u in sorted(r.processes.items()))),
+     lambda r, b: ", ".join(f"{name} {u.peak_rss_mib:.0f}" for name, u in sorted(r.processes.items()))
+     or DASH),
     ("API requests by the system per pod",
      lambda r, b: f"{r.requests_per_pod:.2f}" + _ratio(r.requests, b.requests if b else None)),
     ("… by kind, per pod",
@@ -70,6 +72,8 @@ ROWS: tuple[Row, ...] = (
     ("submitting the pods took (s)", lambda r, b: _s(r.submit_seconds)),
     ("load average at start → end", lambda r, b: f"{r.load_average[0]:.1f} → {r.load_average[1]:.1f}"),
     ("run started (UTC)", lambda r, b: r.started.replace("+00:00", "")),
+    # Runs of one table may come from different invocations; "+changes": uncommitted edits.
+    ("commit of this repository", lambda r, b: r.versions.get("sluicegate", DASH)),
 )
 
 

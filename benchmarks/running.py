@@ -7,8 +7,9 @@ the system releases them. Once every pod has finished, the counters and CPU are 
 
 The run's own correctness is checked from the record, and any problem is a failure of the run,
 not a figure: a release beyond a configured limit, a pod lost or released twice, a pod created
-without the system's gate, a system whose own account disagrees (``System.finish``), or fewer
-API requests from the system than pods (it cannot have released them itself).
+without the system's gate, a system whose own account disagrees (``System.finish``), fewer
+pod writes from the system than pods (it cannot have released them itself), or no process of
+the system measured (its CPU and memory would read as zero).
 """
 
 from __future__ import annotations
@@ -237,10 +238,14 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
     ungated = [p.key for p in record.pods.values() if primary not in p.gates]
     if ungated:
         problems.append(f"{len(ungated)} pods were not created with the gate {primary}, e.g. {ungated[0]}")
-    if sum(measured.requests.values()) < len(submitted.pods):
-        problems.append(f"the API server counted {sum(measured.requests.values()):.0f} requests from "
-                        f"{system.key} for "
+    # Removing a gate is a write to the pod (a patch or an update): status writes, events and
+    # reads, which a system may send for every pod it merely watches, prove no release.
+    writes = measured.requests.get("pod writes", 0.0)
+    if writes < len(submitted.pods):
+        problems.append(f"the API server counted {writes:.0f} pod writes from {system.key} for "
                         f"{len(submitted.pods)} pods: it cannot have released them itself")
+    if not measured.processes:
+        problems.append(f"no process of {system.key} was measured: its CPU seconds and memory are unknown")
     return problems
 
 

@@ -105,8 +105,8 @@ SETUP = Setup(SMALL, LOAD, ("ns",))
 def measured(story: Story, *, requests: float = 3.0, names: Sequence[str] = ("p1", "p2", "p3")) -> Measured:
     submitted = Submitted(LOAD, tuple(Submission("ns", n, "a", "t", f"uid-ns-{n}", 0.0) for n in names),
                           (), ("ns",), 0.0, 1.0)
-    return Measured(submitted, story.record(), {"pod writes": requests}, requests + 10, {}, {},
-                    (1.0, 1.0), ())
+    return Measured(submitted, story.record(), {"pod writes": requests}, requests + 10,
+                    {"controller": Usage(1.0, 50.0)}, {}, (1.0, 1.0), ())
 
 
 def three_pods() -> Story:
@@ -139,8 +139,8 @@ def test_a_lost_pod_a_pod_released_twice_and_a_pod_created_ungated_each_fail_the
 def test_fewer_requests_from_the_system_than_pods_means_it_did_not_release_them_itself() -> None:
     story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
     problems = check(Checked(queue_limits(SETUP)), SETUP, measured(story, requests=2.0))
-    assert problems == ["the API server counted 2 requests from sluicegate for 3 pods: it cannot have "
-                        "released them itself"]
+    assert problems == ["the API server counted 2 pod writes from sluicegate for 3 pods: it cannot "
+                        "have released them itself"]
 
 
 def test_sluicegates_release_count_must_be_the_pods_exactly_neither_fewer_nor_more() -> None:
@@ -230,3 +230,37 @@ def test_repeated_rounds_show_each_systems_median_run_and_every_rounds_drain(tmp
     assert "**Kueue, round 2 FAILED**:" in text
     drain = next(line for line in text.splitlines() if line.startswith("| drain:"))
     assert "80.0 (1.00×)" in drain and "200 (2.50×)" in drain
+
+
+def test_a_system_that_wrote_no_pods_did_not_release_them_whatever_else_it_sent() -> None:
+    # Status writes, events and reads add up to more requests than pods, but releasing a pod
+    # is a write to the pod: without one per pod, something else removed the gates.
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    base = measured(story)
+    busy = replace(base, requests={"pod writes": 0.0, "pod status": 3.0, "events": 3.0, "reads": 5.0})
+    problems = check(Checked(queue_limits(SETUP)), SETUP, busy)
+    assert problems == ["the API server counted 0 pod writes from sluicegate for 3 pods: it cannot "
+                        "have released them itself"]
+
+
+def test_a_run_in_which_no_process_of_the_system_was_measured_fails_rather_than_report_zero_cpu() -> None:
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    problems = check(Checked(queue_limits(SETUP)), SETUP, replace(measured(story), processes={}))
+    assert problems == ["no process of sluicegate was measured: its CPU seconds and memory are unknown"]
+
+
+def test_the_report_shows_unmeasured_cpu_and_memory_as_missing_not_as_zero() -> None:
+    runs = [a_run("bare", "bare ungater", 69.0),
+            a_run("sluicegate", "Sluicegate", 80.0, failures=("it crashed",), processes={"x": Usage(0, 0)})]
+    runs[1] = replace(runs[1], processes={})
+    lines = reporting.report(runs).splitlines()
+    cpu = next(line for line in lines if line.startswith("| CPU seconds"))
+    rss = next(line for line in lines if line.startswith("| peak RSS"))
+    assert cpu.endswith("| 3.0 (1.00×) | – |") and rss.endswith("| p 40 | – |")
+
+
+def test_each_column_names_the_commit_its_run_was_made_at() -> None:
+    bare, mine = a_run("bare", "bare ungater", 69.0), a_run("sluicegate", "Sluicegate", 80.0)
+    runs = [replace(bare, versions={**bare.versions, "sluicegate": "aaa111"}),
+            replace(mine, versions={**mine.versions, "sluicegate": "bbb222+changes"})]
+    assert "| commit of this repository | aaa111 | bbb222+changes |" in reporting.report(runs)
