@@ -224,7 +224,9 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
     problems = []
     if submitted.refused:
         problems.append(f"{len(submitted.refused)} pods refused at creation, e.g. {submitted.refused[0]}")
-    over = violations(record, system.limits(setup))
+    limits = system.limits(setup)
+    problems.extend(_unchecked(record, limits))
+    over = violations(record, limits)
     if over:
         releases = len({v.pod for v in over})
         problems.append(f"{releases} release(s) beyond the configured limits; first: {over[0]}")
@@ -247,6 +249,22 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
     if not measured.processes:
         problems.append(f"no process of {system.key} was measured: its CPU seconds and memory are unknown")
     return problems
+
+
+def _unchecked(record: Record, limits: Limits) -> list[str]:
+    """What would make the limit check pass without checking: limits that cap nothing, or pods
+    in no queue the limits name (a queue label the recorder could not read)."""
+    caps = [limits.cluster, *limits.queues.values(), *limits.teams.values(), *limits.workflows.values()]
+    if all(c.running is None and c.gpus is None for c in caps):
+        return ["the limits checked cap nothing: no release could have gone beyond them"]
+    if not limits.queues:
+        return []
+    outside = sorted((p.key, p.queue) for p in record.pods.values() if p.queue not in limits.queues)
+    if not outside:
+        return []
+    key, queue = outside[0]
+    return [f"{len(outside)} pods are in no queue the limits name, so no queue limit was checked for "
+            f"them, e.g. {key} (queue {queue!r})"]
 
 
 def _percentiles(latency: Latency) -> Percentiles:

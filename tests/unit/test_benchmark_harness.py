@@ -264,3 +264,19 @@ def test_each_column_names_the_commit_its_run_was_made_at() -> None:
     runs = [replace(bare, versions={**bare.versions, "sluicegate": "aaa111"}),
             replace(mine, versions={**mine.versions, "sluicegate": "bbb222+changes"})]
     assert "| commit of this repository | aaa111 | bbb222+changes |" in reporting.report(runs)
+
+
+def test_a_pod_in_no_limited_queue_fails_the_run_since_no_limit_was_checked_for_it() -> None:
+    # The per-queue limits are looked up by the queue the recorder read from the pod: a pod
+    # whose queue label it could not read would be held to no limit at all.
+    story = Story().pod("p1").pod("p2", queue="").pod("p3", queue="elsewhere")
+    story.lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 1, 3)
+    problems = check(Checked(queue_limits(SETUP)), SETUP, measured(story))
+    assert problems == ["2 pods are in no queue the limits name, so no queue limit was checked for "
+                        "them, e.g. ns/p2 (queue '')"]
+
+
+def test_limits_that_cap_nothing_fail_the_run() -> None:
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    assert check(Checked(Limits()), SETUP, measured(story)) == [
+        "the limits checked cap nothing: no release could have gone beyond them"]
