@@ -127,6 +127,10 @@ def describe(s: Scenario | Run) -> str:
 def section(name: str, runs: Sequence[Run]) -> list[str]:
     first = runs[0]
     lines = [f"## {name}", "", describe(first) + ".", ""]
+    loads = {describe(r) for r in runs}
+    if len(loads) > 1:  # saved by invocations between which the scenario was redefined
+        lines += ["**Not the same load**: " + "; ".join(
+            f"{r.title}: {describe(r)}" for r in sorted(runs, key=lambda r: (r.system, r.round))), ""]
     lines += table(runs)
     commands = sorted({r.command for r in runs})
     lines += ["", "Command: " + "; ".join(f"`{c}`" for c in commands)]

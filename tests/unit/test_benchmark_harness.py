@@ -280,3 +280,13 @@ def test_limits_that_cap_nothing_fail_the_run() -> None:
     story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
     assert check(Checked(Limits()), SETUP, measured(story)) == [
         "the limits checked cap nothing: no release could have gone beyond them"]
+
+
+def test_a_table_whose_runs_ran_different_loads_under_one_name_says_so() -> None:
+    # Runs are kept across invocations; a scenario redefined in between (another limit, more
+    # pods) must not sit in one table under the first run's description as if comparable.
+    bare, mine = a_run("bare", "bare ungater", 69.0), a_run("sluicegate", "Sluicegate", 80.0)
+    text = reporting.report([bare, replace(mine, max_running=16, cap=16)])
+    assert "**Not the same load**: bare ungater: 1,000 pods" in text
+    assert "at most 16 running per queue" in text
+    assert "Not the same load" not in reporting.report([bare, mine])
