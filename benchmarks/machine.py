@@ -33,13 +33,18 @@ def machine() -> dict[str, str]:
     }
 
 
-def commit() -> str:
-    """This repository's commit, with ``+changes`` when the work tree differs from it."""
+# What the matrix itself writes while it runs: not a change to the code measured.
+WRITTEN = (":(exclude)benchmarks/results", ":(exclude)benchmarks/RESULTS.md")
+
+
+def commit(root: Path = ROOT) -> str:
+    """This repository's commit, with ``+changes`` when the work tree differs from it (outside
+    the results the matrix writes, which would otherwise mark every run after the first)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *WRITTEN],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}+changes" if dirty else head

@@ -82,6 +82,18 @@ def one(
         cluster.down()
 
 
+def moved(run: Run, started_at: str) -> Run:
+    """``run`` with a note when this repository's commit was not the one the invocation started
+    at: the matrix runs Sluicegate and the harness from the work tree, so runs of one invocation
+    (and so of one table) ran different code."""
+    now = run.versions.get("sluicegate", "unknown")
+    if now == started_at:
+        return run
+    return replace(run, notes=(*run.notes, f"the repository was at {started_at} when this invocation started "
+                                           f"and at {now} for this run: the runs of one invocation ran "
+                                           "different code"))
+
+
 def summary(r: Run) -> str:
     if not r.ok:
         return f"FAILED ({len(r.failures)} problem(s))"
@@ -137,12 +149,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"on {m['cores']} cores, "
         f"{m['memory']}; results in {args.results}, report {args.output}")
     started = time.monotonic()
+    started_at = machine.commit()
     failed = []
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         for index, (scenario, round, key) in enumerate(cells, 1):
             say(f"=== run {index}/{len(cells)}: {scenario.name} ({reporting.describe(scenario)}) with {key}"
                 + (f", round {round}" if len(rounds) > 1 or round > 1 else ""))
             outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile, round)
+            outcome = moved(outcome, started_at)
             results.save(args.results, outcome)
             reporting.write(args.output, results.load_all(args.results))
             elapsed = time.monotonic() - started

@@ -3,6 +3,7 @@ run's correctness checks over hand-built records, saved runs and the report."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 from audit.checking import Cap, Limits
 from audit.loading import Load, Submission, Submitted
 from audit.naming import SLUICEGATE
-from benchmarks import counting, profiling, reporting, results
+from benchmarks import counting, machine, profiling, reporting, results
+from benchmarks import matrix as matrices
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.running import Measured, check
 from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
@@ -290,3 +292,32 @@ def test_a_table_whose_runs_ran_different_loads_under_one_name_says_so() -> None
     assert "**Not the same load**: bare ungater: 1,000 pods" in text
     assert "at most 16 running per queue" in text
     assert "Not the same load" not in reporting.report([bare, mine])
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_the_commit_is_dirty_for_changed_code_not_for_the_results_the_matrix_writes(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks" / "results" / "baseline").mkdir(parents=True)
+    files = ("code.py", "benchmarks/RESULTS.md", "benchmarks/results/baseline/bare.json")
+    for name in files:
+        (tmp_path / name).write_text("1\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", *files)
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    clean = machine.commit(tmp_path)
+    (tmp_path / "benchmarks" / "RESULTS.md").write_text("2\n")
+    (tmp_path / "benchmarks" / "results" / "baseline" / "bare.json").write_text("2\n")
+    assert machine.commit(tmp_path) == clean and "+" not in clean
+    (tmp_path / "code.py").write_text("2\n")
+    assert machine.commit(tmp_path) == clean + "+changes"
+
+
+def test_a_run_made_at_another_commit_than_its_invocation_started_at_says_so() -> None:
+    run = a_run("sluicegate", "Sluicegate", 80.0)
+    run = replace(run, versions={**run.versions, "sluicegate": "bbb222"})
+    assert matrices.moved(run, "bbb222") == run
+    assert matrices.moved(run, "aaa111").notes == (
+        "the repository was at aaa111 when this invocation started and at bbb222 for this run: "
+        "the runs of one invocation ran different code",)
