@@ -226,6 +226,9 @@ def check(system: System, setup: Setup, measured: Measured) -> list[str]:
         problems.append(f"{len(submitted.refused)} pods refused at creation, e.g. {submitted.refused[0]}")
     limits = system.limits(setup)
     problems.extend(_unchecked(record, limits))
+    if record.relists:
+        problems.append(f"the recorder's watch had to start over {record.relists} time(s): what was released "
+                        "while it was away was not seen running, so the limits were not checked throughout")
     over = violations(record, limits)
     if over:
         releases = len({v.pod for v in over})

@@ -321,3 +321,13 @@ def test_a_run_made_at_another_commit_than_its_invocation_started_at_says_so() -
     assert matrices.moved(run, "aaa111").notes == (
         "the repository was at aaa111 when this invocation started and at bbb222 for this run: "
         "the runs of one invocation ran different code",)
+
+
+def test_a_run_whose_recorder_had_to_relist_fails_since_the_gap_could_hide_a_release_beyond_a_limit() -> None:
+    # After a relist a pod released and finished while the watch was away shows both at once:
+    # for the checks it never ran, so the running set of the gap is unknown.
+    story = three_pods().lifecycle("p1", 1, 3).lifecycle("p2", 1, 3).lifecycle("p3", 3.1, 5)
+    story.relists = 1
+    assert check(Checked(queue_limits(SETUP)), SETUP, measured(story)) == [
+        "the recorder's watch had to start over 1 time(s): what was released while it was away "
+        "was not seen running, so the limits were not checked throughout"]
