@@ -331,3 +331,11 @@ def test_a_run_whose_recorder_had_to_relist_fails_since_the_gap_could_hide_a_rel
     assert check(Checked(queue_limits(SETUP)), SETUP, measured(story)) == [
         "the recorder's watch had to start over 1 time(s): what was released while it was away "
         "was not seen running, so the limits were not checked throughout"]
+
+
+def test_the_freed_slot_cell_gives_how_many_slots_it_is_over_and_says_when_none_was_freed() -> None:
+    bare = a_run("bare", "bare ungater", 69.0)
+    slow = replace(a_run("kueue", "Kueue", 180.0), freed_to_release=Percentiles())
+    lines = reporting.report([bare, slow]).splitlines()
+    row = next(line for line in lines if line.startswith("| freed slot"))
+    assert row.endswith("| 20 / 40 (n=968) | no finish at a full limit while pods waited |")
