@@ -63,6 +63,12 @@ def creation_to_release(record: Record) -> Latency:
     return Latency.of(samples)
 
 
+@dataclass(slots=True)
+class _Slot:
+    at: float
+    taken: bool = False
+
+
 def freed_to_release(record: Record, limits: Limits | None = None) -> Latency:
     """From a slot freed to the next release that could take it: the reaction time of whatever
     removes gates, when a limit is what holds pods back.
@@ -89,7 +95,10 @@ def freed_to_release(record: Record, limits: Limits | None = None) -> Latency:
     done: set[str] = set()
     waiting: Counter[ScopeKey] = Counter()
     busy: Counter[ScopeKey] = Counter()
-    freed: dict[ScopeKey, deque[float]] = defaultdict(deque)
+    # A freed slot is one, though its finish may free it in several scopes (a queue at its cap
+    # and the total at its cap): each scope holds the same token, and a token taken through one
+    # is skipped in the others.
+    freed: dict[ScopeKey, deque[_Slot]] = defaultdict(deque)
     samples = []
     for event in record.events:
         pod = record.pods.get(event.uid)
@@ -105,9 +114,14 @@ def freed_to_release(record: Record, limits: Limits | None = None) -> Latency:
                 waiting.subtract(mine)
             running.add(event.uid)
             busy.update(mine)
-            oldest = min((k for k in mine if freed[k]), key=lambda k: freed[k][0], default=None)
+            for key in mine:
+                while freed[key] and freed[key][0].taken:
+                    freed[key].popleft()
+            oldest = min((k for k in mine if freed[k]), key=lambda k: freed[k][0].at, default=None)
             if oldest is not None:
-                samples.append(event.at - freed[oldest].popleft())
+                slot = freed[oldest].popleft()
+                slot.taken = True
+                samples.append(event.at - slot.at)
         elif event.kind in TERMINAL and event.uid not in done:
             done.add(event.uid)
             if event.uid in pending:
@@ -115,10 +129,11 @@ def freed_to_release(record: Record, limits: Limits | None = None) -> Latency:
                 waiting.subtract(mine)
             if event.uid in running:
                 running.discard(event.uid)
+                slot = _Slot(event.at)
                 for key in mine:
                     limit = cap(key)
                     if waiting[key] > 0 and (limit is None or busy[key] >= limit):
-                        freed[key].append(event.at)
+                        freed[key].append(slot)
                 busy.subtract(mine)
     return Latency.of(samples)
 

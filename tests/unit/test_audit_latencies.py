@@ -68,3 +68,14 @@ def test_a_finish_below_every_limit_frees_no_slot_when_limits_are_given() -> Non
     story = Story().pod("a1").pod("a2").lifecycle("a1", 0.1, 2.0).lifecycle("a2", 3.0, 5.0)
     assert freed_to_release(story.record(), Limits(queues={"a": Cap(running=5)})) == Latency()
     assert freed_to_release(story.record(), Limits(cluster=Cap(running=1))).count == 1
+
+
+def test_a_finish_that_frees_a_slot_in_a_queue_and_in_the_total_at_once_is_one_slot() -> None:
+    # At most 1 per queue and 2 in all: a1's finish frees a slot in queue a and in the total
+    # at once; a2 takes it. The same for a2's finish and a3.
+    story = Story().pod("a1").pod("b1", queue="b").pod("a2").pod("a3")
+    story.lifecycle("a1", 0.1, 2.0).lifecycle("b1", 0.1, 5.0)
+    story.lifecycle("a2", 2.1, 4.0).lifecycle("a3", 4.05, 6.0)
+    limits = Limits(cluster=Cap(running=2), queues={"a": Cap(running=1), "b": Cap(running=1)})
+    found = freed_to_release(story.record(), limits)
+    assert (found.count, round(found.p50, 3), round(found.max, 3)) == (2, 0.05, 0.1)
