@@ -3,12 +3,15 @@
 It is the practical ceiling for benchmarks (what any gate controller's drain is compared
 with) and a stand-in controller for testing the recorder and the checks. It releases pods in
 the order it first saw them gated, at most ``cap`` released-and-unfinished at once (None: no
-cap). A release is counted the moment the patch is sent (assumed, as a real controller must,
-so a slow watch never lets it exceed the cap) and forgotten when the pod finishes. Each
-release is one JSON patch guarded by a ``test`` of the gate list, so it never removes a gate
-someone else already changed.
+cap) and, with a ``queue_label``, at most ``queue_cap`` at once per value of that label (so it
+is held to the same per-queue limits as the systems it is compared with; a pod of a full queue
+waits while younger pods of other queues go). A release is counted the moment the patch is
+sent (assumed, as a real controller must, so a slow watch never lets it exceed the cap) and
+forgotten when the pod finishes. Each release is one JSON patch guarded by a ``test`` of the
+gate list, so it never removes a gate someone else already changed.
 
     python -m audit.ungating --kubeconfig PATH [--cap 32] [--selector k=v] [--gate NAME ...]
+        [--queue-label KEY --queue-cap 25]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import logging
 import signal
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +39,59 @@ RETRY_SECONDS = 0.2
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
+class Backlog:
+    """The gated pods, oldest first within each queue (pure: no I/O).
+
+    ``take`` gives the pod first seen among those of queues below ``queue_cap`` (None: every
+    queue has room); each queue keeps its own order, so choosing costs one look per queue."""
+
+    def __init__(self, queue_cap: int | None = None) -> None:
+        self.queue_cap = queue_cap
+        self._queues: dict[str, dict[str, int]] = {}  # queue -> uid -> when first seen
+        self._queue_of: dict[str, str] = {}
+        self._seen = 0
+
+    def add(self, uid: str, queue: str) -> None:
+        """A gated pod, behind every other; one already there keeps its place."""
+        if uid in self._queue_of:
+            return
+        self._seen += 1
+        self._queue_of[uid] = queue
+        self._queues.setdefault(queue, {})[uid] = self._seen
+
+    def discard(self, uid: str) -> bool:
+        queue = self._queue_of.pop(uid, None)
+        if queue is None:
+            return False
+        del self._queues[queue][uid]
+        return True
+
+    def take(self, busy: Counter[str]) -> str | None:
+        """The next pod to release given each queue's released-and-unfinished pods, removed from
+        the backlog; None when no queue with room has a pod waiting."""
+        best: tuple[int, str] | None = None
+        for queue, pods in self._queues.items():
+            if not pods or (self.queue_cap is not None and busy[queue] >= self.queue_cap):
+                continue
+            uid = next(iter(pods))
+            if best is None or pods[uid] < best[0]:
+                best = (pods[uid], uid)
+        if best is None:
+            return None
+        self.discard(best[1])
+        return best[1]
+
+    def clear(self) -> None:
+        self._queues.clear()
+        self._queue_of.clear()
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._queue_of
+
+    def __len__(self) -> int:
+        return len(self._queue_of)
+
+
 class Ungater:
     def __init__(
         self,
@@ -44,14 +101,18 @@ class Ungater:
         cap: int | None = None,
         selector: str | None = None,
         concurrency: int = 16,
+        queue_label: str | None = None,
+        queue_cap: int | None = None,
     ) -> None:
         self.connection = connection
         self.gates = frozenset(gates)
         self.cap = cap
         self.selector = selector
+        self.queue_label = queue_label
         self.released = 0
         self.watch = Watch(connection, "/api/v1/pods", selector=selector)
-        self._gated: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name), in the order seen
+        self._gated = Backlog(queue_cap if queue_label else None)
+        self._where: dict[str, tuple[str, str, str]] = {}  # uid -> (namespace, name, queue)
         self._gates: dict[str, list[str]] = {}  # uid -> every gate it had when last seen
         self._managed: set[str] = set()  # seen gated by one of our gates
         self._inflight: set[str] = set()
@@ -73,9 +134,15 @@ class Ungater:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
+                held = (*self._running, *self._inflight)
+                busy = Counter(self._where[u][2] for u in held if u in self._where)
                 while self._gated and (self.cap is None or self.running < self.cap):
-                    uid = next(iter(self._gated))
-                    namespace, name = self._gated.pop(uid)
+                    taken = self._gated.take(busy)
+                    if taken is None:
+                        break
+                    uid = taken
+                    namespace, name, queue = self._where[uid]
+                    busy[queue] += 1
                     self._inflight.add(uid)
                     task = asyncio.create_task(self._release(uid, namespace, name, self._gates[uid]))
                     patches.add(task)
@@ -108,7 +175,7 @@ class Ungater:
                     if uid in self._done or uid in self._running:
                         pass
                     elif self.gates.intersection(self._gates.get(uid, ())):
-                        self._gated[uid] = (namespace, name)
+                        self._gated.add(uid, self._where[uid][2])
                     else:  # someone else released it meanwhile
                         self._running.add(uid)
                 self._wake.set()
@@ -143,20 +210,23 @@ class Ungater:
             self._finish(uid)
             return
         gates = [g.get("name", "") for g in (obj.get("spec") or {}).get("schedulingGates") or ()]
+        if uid not in self._where:
+            queue = (meta.get("labels") or {}).get(self.queue_label, "") if self.queue_label else ""
+            self._where[uid] = (meta.get("namespace", ""), meta.get("name", ""), queue)
         if self.gates.intersection(gates):
             self._managed.add(uid)
             self._gates[uid] = gates
             if uid not in self._inflight and uid not in self._running:
-                self._gated[uid] = (meta["namespace"], meta["name"])
+                self._gated.add(uid, self._where[uid][2])
                 self._wake.set()
         elif uid in self._managed and uid not in self._inflight:
-            self._gated.pop(uid, None)
+            self._gated.discard(uid)
             self._gates.pop(uid, None)
             self._running.add(uid)
 
     def _finish(self, uid: str) -> None:
         self._done.add(uid)
-        self._gated.pop(uid, None)
+        self._gated.discard(uid)
         self._gates.pop(uid, None)
         self._managed.discard(uid)
         if uid in self._running:
@@ -181,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--selector", help="only pods with these labels")
     parser.add_argument("--gate", action="append", help=f"a gate to remove (default {SLUICEGATE.gates[0]})")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--queue-label", help="a label naming each pod's queue, for --queue-cap")
+    parser.add_argument("--queue-cap", type=int,
+                        help="at most this many released and unfinished at once per queue (--queue-label)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     credentials = Credentials.from_kubeconfig(args.kubeconfig, args.context)
@@ -194,7 +267,8 @@ async def _serve(credentials: Credentials, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with Connection(credentials, user_agent=USER_AGENT, connections=args.concurrency + 2) as connection:
         ungater = Ungater(connection, gates=args.gate or SLUICEGATE.gates, cap=args.cap,
-                          selector=args.selector, concurrency=args.concurrency)
+                          selector=args.selector, concurrency=args.concurrency,
+                          queue_label=args.queue_label, queue_cap=args.queue_cap)
         task = asyncio.create_task(ungater.run())
         synced = asyncio.create_task(ungater.watch.synced.wait())
         stopping = asyncio.create_task(stop.wait())

@@ -1,10 +1,10 @@
 """The bare ungater as a system under test: the practical ceiling, with no policy at all.
 
 It runs as ``python -m audit.ungating`` in its own process under its own ServiceAccount (a
-token from the TokenRequest API), capped
-at the sum of the scenario's queue limits. No webhook exists for it, so the load driver writes
-its gate on each pod at creation. Its gate and labels are its own (``BARE``), so on a shared
-cluster neither Sluicegate nor Kueue ever sees its pods.
+token from the TokenRequest API), capped as the others are: at most the scenario's limit in each
+queue (the load driver writes each pod's queue label) and the sum of them in all. No webhook
+exists for it, so the load driver writes its gate on each pod at creation. Its gate and labels
+are its own (``BARE``), so on a shared cluster neither Sluicegate nor Kueue ever sees its pods.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -23,7 +24,7 @@ from audit.connection import Connection, Credentials
 from audit.identities import NAMESPACE, Identity, provision, retire
 from audit.naming import AUDIT_TEAM_LABEL, Naming
 from benchmarks.counting import Obj, service_account
-from benchmarks.systems import Account, Progress, Setup, SystemFailure
+from benchmarks.systems import Account, Progress, Setup, SystemFailure, queue_limits
 from controlplane.launching import LocalCluster
 
 BARE: Final = Naming(
@@ -34,6 +35,8 @@ BARE: Final = Naming(
     group_label="",
 )
 ACCOUNT: Final = "bench-ungater"
+VERSION: Final = "audit.ungating (this repository), capped per queue"
+"""Runs saved before it was held to the queues' limits say only "audit.ungating (this repository)"."""
 STOP_SECONDS = 30.0
 
 
@@ -53,7 +56,7 @@ class Bare:
         self.released: int | None = None
 
     def version(self) -> str:
-        return "audit.ungating (this repository)"
+        return VERSION
 
     def prepare(self, cluster: LocalCluster) -> None:
         del cluster  # nothing to tell the cluster before it starts
@@ -76,6 +79,7 @@ class Bare:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(self._kubeconfig),
              "--selector", setup.load.selector, "--cap", str(setup.scenario.cap),
+             "--queue-label", BARE.queue_label, "--queue-cap", str(setup.scenario.max_running),
              *(f"--gate={g}" for g in BARE.gates)],
             stdout=subprocess.PIPE, text=True, start_new_session=True,
         )
@@ -88,8 +92,9 @@ class Bare:
         return {"ungater": self._proc.pid} if self._proc is not None and self._proc.poll() is None else {}
 
     def limits(self, setup: Setup) -> Limits:
-        # It knows no queues: the total is all it is asked to keep.
-        return Limits(cluster=Cap(running=setup.scenario.cap, gpus=setup.scenario.cap * setup.load.gpus))
+        """Each queue's limit, as Sluicegate and Kueue are held to, and their sum in all."""
+        total = Cap(running=setup.scenario.cap, gpus=setup.scenario.cap * setup.load.gpus)
+        return replace(queue_limits(setup), cluster=total)
 
     def finish(self, setup: Setup) -> Account:
         """Stop the ungater and read its own count of the releases it made."""

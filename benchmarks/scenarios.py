@@ -2,8 +2,8 @@
 
 Pure data. Every pod asks for one whole GPU and runs ``seconds`` under kwok; pod *i* goes to
 queue ``i mod Q`` and team ``(i div Q) mod T`` (``audit.loading``). Each queue may run at most
-``max_running`` pods at once (with a GPU quota of as many GPUs); the bare ungater, which knows no
-queues, is capped at the sum of the queues' limits, the same total the others may reach.
+``max_running`` pods at once (with a GPU quota of as many GPUs); the bare ungater is held to
+each queue's limit too, and to their sum in all.
 """
 
 from __future__ import annotations

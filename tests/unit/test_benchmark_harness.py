@@ -15,6 +15,8 @@ from audit.loading import Load, Submission, Submitted
 from audit.naming import SLUICEGATE
 from benchmarks import counting, machine, profiling, reporting, results
 from benchmarks import matrix as matrices
+from benchmarks.bare import VERSION as BARE_VERSION
+from benchmarks.bare import Bare
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.running import Measured, check
 from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
@@ -339,3 +341,18 @@ def test_the_freed_slot_cell_gives_how_many_slots_it_is_over_and_says_when_none_
     lines = reporting.report([bare, slow]).splitlines()
     row = next(line for line in lines if line.startswith("| freed slot"))
     assert row.endswith("| 20 / 40 (n=968) | no finish at a full limit while pods waited |")
+
+
+def test_the_bare_ungater_is_held_to_each_queues_limit_as_well_as_the_total() -> None:
+    limits = Bare().limits(SETUP)
+    assert limits.queues == queue_limits(SETUP).queues
+    assert limits.cluster == Cap(running=SMALL.cap, gpus=SMALL.cap)
+
+
+def test_the_bare_ungaters_peak_in_one_queue_is_set_against_the_limit_unless_it_knew_no_queues() -> None:
+    now = replace(a_run("bare", "bare ungater", 69.0), version=BARE_VERSION, peak_queue_running=30)
+    before = replace(now, version="audit.ungating (this repository)", scenario="p100-q10-n64")
+    text = reporting.report([now, before])
+    rows = [line for line in text.splitlines() if line.startswith("| peak running, one queue")]
+    assert rows == ["| peak running, one queue / limit | 30 / 32 |",
+                    "| peak running, one queue / limit | 30 (it knew no queues) |"]
