@@ -34,7 +34,7 @@ from benchmarks import counting, machine
 from benchmarks.profiling import Profiles
 from benchmarks.results import Percentiles, Run, Usage
 from benchmarks.scenarios import Scenario
-from benchmarks.systems import Progress, Setup, System
+from benchmarks.systems import Account, Progress, Setup, System
 from controlplane.launching import LocalCluster
 
 PROGRESS_SECONDS = 10.0
@@ -105,11 +105,19 @@ def run(
     problems = [*measured.problems, *check(system, setup, measured), *account.problems]
     for problem in problems:
         say(f"FAILED: {problem}")
-    for note in account.notes:
+    notes = run_notes(account, profiled=profile is not None)
+    for note in notes:
         say(f"note: {note}")
     run = figures(system, scenario, measured, problems, started=started, command=command,
                   limits=system.limits(setup))
-    return replace(run, notes=account.notes)
+    return replace(run, notes=notes)
+
+
+def run_notes(account: Account, *, profiled: bool) -> tuple[str, ...]:
+    """What the report shows beside a run's figures: the system's notes, and whether py-spy
+    sampled its processes (a run saved with the others must not pass for an ordinary one)."""
+    sampled = ("sampled with py-spy during the load (--profile): its figures carry the sampling's cost",)
+    return (*account.notes, *(sampled if profiled else ()))
 
 
 def _prefixed(progress: Progress, prefix: str) -> Progress:

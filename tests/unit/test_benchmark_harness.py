@@ -18,7 +18,7 @@ from benchmarks import matrix as matrices
 from benchmarks.bare import VERSION as BARE_VERSION
 from benchmarks.bare import Bare
 from benchmarks.results import Percentiles, Run, Usage
-from benchmarks.running import Measured, check
+from benchmarks.running import Measured, check, run_notes
 from benchmarks.scenarios import ALL, BASELINE, Scenario, matrix, select
 from benchmarks.sluicegate import releases_account
 from benchmarks.systems import Account, Setup, queue_limits
@@ -356,3 +356,11 @@ def test_the_bare_ungaters_peak_in_one_queue_is_set_against_the_limit_unless_it_
     rows = [line for line in text.splitlines() if line.startswith("| peak running, one queue")]
     assert rows == ["| peak running, one queue / limit | 30 / 32 |",
                     "| peak running, one queue / limit | 30 (it knew no queues) |"]
+
+
+def test_a_sampled_run_says_so_beside_its_figures() -> None:
+    account = Account(notes=("a note of the system's",))
+    assert run_notes(account, profiled=False) == ("a note of the system's",)
+    assert run_notes(account, profiled=True) == (
+        "a note of the system's", "sampled with py-spy during the load (--profile): its figures carry "
+        "the sampling's cost")
