@@ -177,7 +177,8 @@ class GateController:
         self.explainer = Explainer(connection, concurrency=settings.write_concurrency,
                                    identity=leadership.identity, leading=self.leading,
                                    on_error=metrics.failed, releases_idle=self.releaser.idle, wall=wall)
-        self.reporter = Reporter(connection, metrics, interval=settings.status_seconds, leading=self.leading,
+        self.reporter = Reporter(connection, metrics, interval=settings.status_seconds,
+                                 budget=settings.status_writes, leading=self.leading,
                                  policy_exists=policy_exists, wall=wall)
         self._fence_needed = True
         self._stamps: dict[str, tuple[str, float]] = {}

@@ -3,8 +3,11 @@
 Every cycle hands over its ``Figures`` (cheap: a reference). The gauges are set at once, so a
 scrape sees the last cycle. Status is written by a loop of its own, at most once every
 ``interval`` seconds, and only for the objects whose status changed since this replica last
-wrote it (all of them once after it becomes leader), a few requests at a time: a busy
-cluster's statuses cost a handful of writes a second however many pods come and go.
+wrote it (all of them once after it becomes leader), a few requests at a time, and at most
+``budget`` objects a round: those never written first, then those written longest ago, so
+every changed status is written within a few rounds. A busy cluster's statuses thus cost at
+most ``budget`` writes per ``interval`` however many pods come and go and however many queues
+there are (100 busy queues at the defaults: each queue's status about 10 s old at most).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from extender.metrics import ControllerMetrics
@@ -36,6 +39,7 @@ class Reporter:
         metrics: ControllerMetrics,
         *,
         interval: float,
+        budget: int,
         leading: Callable[[], bool],
         policy_exists: Callable[[], bool],
         wall: Callable[[], float] = time.time,
@@ -43,11 +47,14 @@ class Reporter:
         self.connection = connection
         self.metrics = metrics
         self.interval = interval
+        self.budget = budget
         self._leading = leading
         self._policy_exists = policy_exists
         self._wall = wall
         self._figures: Figures | None = None
         self._written: dict[tuple[str, str], Status] = {}
+        self._written_round: dict[tuple[str, str], int] = {}
+        self._round = 0
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self.writes = 0
 
@@ -55,6 +62,7 @@ class Reporter:
         """Forget what was written (a new term as leader writes every status once) and the
         figures: only the leader exports them."""
         self._written.clear()
+        self._written_round.clear()
         self._figures = None
         self.metrics.forget_figures()
 
@@ -103,11 +111,14 @@ class Reporter:
         return out
 
     async def write(self, figures: Figures) -> int:
-        """Write every status that changed since it was last written; how many were written."""
+        """Write the statuses that changed since they were last written, at most ``budget`` of
+        them, longest unwritten first; how many were attempted."""
+        self._round += 1
         changed = [(r, n, s) for r, n, s in self._targets(figures) if self._written.get((r.plural, n)) != s]
-        if changed:
-            await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in changed))
-        return len(changed)
+        chosen = stalest(changed, self._written_round, self.budget)
+        if chosen:
+            await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in chosen))
+        return len(chosen)
 
     async def _write_one(self, resource: Resource, name: str, status: Status) -> None:
         async with self._slots:
@@ -124,4 +135,14 @@ class Reporter:
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
                 return
         self._written[(resource.plural, name)] = status
+        self._written_round[(resource.plural, name)] = self._round
         self.writes += 1
+
+
+def stalest(
+    changed: Sequence[tuple[Resource, str, Status]], written: Mapping[tuple[str, str], int], budget: int
+) -> list[tuple[Resource, str, Status]]:
+    """The ``budget`` changed statuses to write this round: those never written first, then by the
+    round they were last written (oldest first); ties keep their order (queues, teams, Policy)."""
+    order = sorted(range(len(changed)), key=lambda i: written.get((changed[i][0].plural, changed[i][1]), -1))
+    return [changed[i] for i in order[:budget]]

@@ -36,8 +36,10 @@ class Settings(ServerSettings):
     explain_after_seconds: float = 1.0
     unplaceable_after_seconds: float = 1.0
     event_interval_seconds: float = 300.0
-    # Queue, Team and Policy status: written at most this often, and only what changed.
+    # Queue, Team and Policy status: written at most this often, and only what changed; at most
+    # ``status_writes`` objects a round, those written longest ago first.
     status_seconds: float = 2.0
+    status_writes: int = 20
 
 
 def default_identity(environ: Mapping[str, str]) -> str:
@@ -71,9 +73,10 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     add("event-interval-seconds", d.event_interval_seconds,
         "at most one unplaceable event per pod this often", float)
     add("status-seconds", d.status_seconds, "write Queue, Team and Policy status at most this often", float)
+    add("status-writes", d.status_writes, "at most this many status writes each --status-seconds", int)
     args = flags.parse(argv)
-    if args.release_concurrency < 1 or args.write_concurrency < 1:
-        flags.error("--release-concurrency and --write-concurrency must be at least 1")
+    if args.release_concurrency < 1 or args.write_concurrency < 1 or args.status_writes < 1:
+        flags.error("--release-concurrency, --write-concurrency and --status-writes must be at least 1")
     if not 0 <= args.debounce_seconds <= args.longest_seconds:
         flags.error("need 0 <= --debounce-seconds <= --longest-seconds")
     lease = LeaseSettings(
@@ -97,4 +100,5 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         unplaceable_after_seconds=args.unplaceable_after_seconds,
         event_interval_seconds=args.event_interval_seconds,
         status_seconds=args.status_seconds,
+        status_writes=args.status_writes,
     )
