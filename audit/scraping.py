@@ -23,6 +23,7 @@ from audit.connection import Connection
 
 REQUESTS = "apiserver_request_total"
 DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+WEBHOOK_SECONDS = "apiserver_admission_webhook_admission_duration_seconds"
 K = TypeVar("K")
 
 
@@ -70,6 +71,23 @@ def request_totals(
 def flow_totals(text: str) -> dict[str, float]:
     """Requests the API server dispatched, by FlowSchema (one per client identity: ``identities``)."""
     return {k[0]: v for k, v in totals(samples(text, DISPATCHED), ("flow_schema",)).items()}
+
+
+def webhook_calls(text: str) -> dict[str, tuple[float, float]]:
+    """Admission webhook calls as the API server counts them, by webhook name: (calls, seconds
+    spent waiting for answers), from ``apiserver_admission_webhook_admission_duration_seconds``."""
+    out: dict[str, tuple[float, float]] = {}
+    for metrics in text_string_to_metric_families(text):
+        if metrics.name != WEBHOOK_SECONDS:
+            continue
+        for s in metrics.samples:
+            part = {f"{WEBHOOK_SECONDS}_count": 0, f"{WEBHOOK_SECONDS}_sum": 1}.get(s.name)
+            if part is None:
+                continue
+            name = s.labels.get("name", "")
+            calls, seconds = out.get(name, (0.0, 0.0))
+            out[name] = (calls + s.value, seconds) if part == 0 else (calls, seconds + s.value)
+    return out
 
 
 def increase(after: Mapping[K, float], before: Mapping[K, float]) -> dict[K, float]:

@@ -79,6 +79,9 @@ class Run:
     requests_all: float = 0.0
     """API requests every client made during the run (every FlowSchema)."""
     control_plane_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    webhooks: dict[str, tuple[float, float]] | None = None
+    """Admission webhook calls during the run as the API server counts them, by webhook name:
+    (calls, seconds it waited for their answers); None in runs saved before it was measured."""
     relists: int = 0
     round: int = 1
     """Which repetition of the scenario (``--repeat``): the systems take turns in every round."""
@@ -117,6 +120,8 @@ class Run:
         values["failures"] = tuple(values.get("failures", ()))
         values["notes"] = tuple(values.get("notes", ()))
         values["load_average"] = tuple(values.get("load_average", (0.0, 0.0)))
+        if values.get("webhooks") is not None:
+            values["webhooks"] = {k: (float(v[0]), float(v[1])) for k, v in values["webhooks"].items()}
         return cls(**values)
 
 

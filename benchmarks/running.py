@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +29,15 @@ from audit.latencies import Latency, creation_to_release, drain, freed_to_releas
 from audit.loading import Load, Submitted, names, new_run, prepare, remove, submit
 from audit.recording import Recorder
 from audit.records import Kind, Record
-from audit.scraping import ProcessError, ProcessUsage, flow_totals, increase, process_usage, scrape
+from audit.scraping import (
+    ProcessError,
+    ProcessUsage,
+    flow_totals,
+    increase,
+    process_usage,
+    scrape,
+    webhook_calls,
+)
 from benchmarks import counting, machine
 from benchmarks.profiling import Profiles
 from benchmarks.results import Percentiles, Run, Usage
@@ -60,6 +68,8 @@ class Measured:
     control_plane: Mapping[str, float]
     load_average: tuple[float, float]
     problems: tuple[str, ...]
+    webhooks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Admission webhook calls and the API server's wait for them, by webhook name."""
 
 
 def make_load(scenario: Scenario, system: System) -> Load:
@@ -199,6 +209,7 @@ async def _measure(
         submitted=submitted, record=record,
         requests=counting.by_kind(system.key, grew),
         requests_all=sum(grew.values()), processes=processes, control_plane=control_plane,
+        webhooks=_webhooks(metrics_after, metrics_before),
         load_average=(load_before, load_after), problems=tuple(problems),
     )
 
@@ -278,6 +289,17 @@ def _unchecked(record: Record, limits: Limits) -> list[str]:
             f"them, e.g. {key} (queue {queue!r})"]
 
 
+def _webhooks(after: str, before: str) -> dict[str, tuple[float, float]]:
+    """Each admission webhook's calls and waiting during the run (those that were called)."""
+    then = webhook_calls(before)
+    out = {}
+    for name, (calls, seconds) in webhook_calls(after).items():
+        was = then.get(name, (0.0, 0.0))
+        if calls > was[0]:
+            out[name] = (calls - was[0], seconds - was[1])
+    return out
+
+
 def _percentiles(latency: Latency) -> Percentiles:
     return Percentiles(latency.count, latency.p50, latency.p95, latency.p99, latency.max)
 
@@ -307,6 +329,7 @@ def figures(
         peak_queue_running=max((p.running for p in top.queues.values()), default=0),
         processes=dict(measured.processes), requests=sum(measured.requests.values()),
         requests_by_kind=dict(measured.requests), requests_all=measured.requests_all,
-        control_plane_cpu_seconds=dict(measured.control_plane), relists=record.relists,
+        control_plane_cpu_seconds=dict(measured.control_plane), webhooks=dict(measured.webhooks),
+        relists=record.relists,
         machine=machine.machine(), versions=machine.versions(),
     )

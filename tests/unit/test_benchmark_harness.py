@@ -13,6 +13,7 @@ import pytest
 from audit.checking import Cap, Limits
 from audit.loading import Load, Submission, Submitted
 from audit.naming import SLUICEGATE
+from audit.scraping import webhook_calls
 from benchmarks import counting, machine, profiling, reporting, results
 from benchmarks import matrix as matrices
 from benchmarks.bare import VERSION as BARE_VERSION
@@ -364,3 +365,34 @@ def test_a_sampled_run_says_so_beside_its_figures() -> None:
     assert run_notes(account, profiled=True) == (
         "a note of the system's", "sampled with py-spy during the load (--profile): its figures carry "
         "the sampling's cost")
+
+
+def _webhook_lines() -> str:
+    family = "apiserver_admission_webhook_admission_duration_seconds"
+    lines = [f"# TYPE {family} histogram"]
+    for name, rejected, kind, count, seconds in [
+        ("pods.mutate.sluicegate.dev", "false", "admit", 40, 0.4),
+        ("pods.mutate.sluicegate.dev", "true", "admit", 2, 0.1),
+        ("pods.validate.sluicegate.dev", "false", "validating", 30, 0.3),
+    ]:
+        labels = f'name="{name}",operation="CREATE",rejected="{rejected}",type="{kind}"'
+        lines += [f'{family}_bucket{{{labels},le="+Inf"}} {count}',
+                  f"{family}_sum{{{labels}}} {seconds}", f"{family}_count{{{labels}}} {count}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_webhook_calls_are_summed_by_webhook_over_operations_and_outcomes() -> None:
+    found = webhook_calls(_webhook_lines())
+    assert found == {"pods.mutate.sluicegate.dev": (42.0, 0.5), "pods.validate.sluicegate.dev": (30.0, 0.3)}
+
+
+def test_the_report_gives_each_webhooks_calls_per_pod_and_mean_wait_and_says_when_not_measured() -> None:
+    bare = a_run("bare", "bare ungater", 69.0)
+    calls = {"pods.mutate.sluicegate.dev": (2000.0, 10.0), "jobs.validate.sluicegate.dev": (3.0, 0.1)}
+    mine = replace(a_run("sluicegate", "Sluicegate", 80.0), webhooks=calls)
+    row = next(line for line in reporting.report([replace(bare, webhooks={}), mine]).splitlines()
+               if line.startswith("| admission webhook calls"))
+    # 3 calls in 1,000 pods are left out
+    assert row.endswith("| none | pods.mutate.sluicegate.dev 2.00 × 5.0 ms |")
+    old = next(line for line in reporting.report([bare, mine]).splitlines() if line.startswith("| admission"))
+    assert "| – |" in old
