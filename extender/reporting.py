@@ -144,5 +144,4 @@ def stalest(
 ) -> list[tuple[Resource, str, Status]]:
     """The ``budget`` changed statuses to write this round: those never written first, then by the
     round they were last written (oldest first); ties keep their order (queues, teams, Policy)."""
-    order = sorted(range(len(changed)), key=lambda i: written.get((changed[i][0].plural, changed[i][1]), -1))
-    return [changed[i] for i in order[:budget]]
+    return sorted(changed, key=lambda c: written.get((c[0].plural, c[1]), -1))[:budget]
