@@ -3,7 +3,8 @@
 Every cycle hands over its ``Figures`` (cheap: a reference). The gauges are set at once, so a
 scrape sees the last cycle. Status is written by a loop of its own, at most once every
 ``interval`` seconds, and only for the objects whose status changed since this replica last
-wrote it (all of them once after it becomes leader), a few requests at a time, and at most
+wrote it (all of them once after it becomes leader; an object gone from the figures is
+forgotten, so one deleted and created again is written again), a few requests at a time, and at most
 ``budget`` objects a round: those never written first, then those written longest ago, so
 every changed status is written within a few rounds. A busy cluster's statuses thus cost at
 most ``budget`` writes per ``interval`` however many pods come and go and however many queues
@@ -17,7 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from extender.metrics import ControllerMetrics
 from extender.statuses import Figures, Status, units
@@ -52,8 +53,7 @@ class Reporter:
         self._policy_exists = policy_exists
         self._wall = wall
         self._figures: Figures | None = None
-        self._written: dict[tuple[str, str], Status] = {}
-        self._written_round: dict[tuple[str, str], int] = {}
+        self._written: dict[tuple[str, str], Written] = {}  # (plural, name): last write
         self._round = 0
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self.writes = 0
@@ -62,7 +62,6 @@ class Reporter:
         """Forget what was written (a new term as leader writes every status once) and the
         figures: only the leader exports them."""
         self._written.clear()
-        self._written_round.clear()
         self._figures = None
         self.metrics.forget_figures()
 
@@ -114,8 +113,12 @@ class Reporter:
         """Write the statuses that changed since they were last written, at most ``budget`` of
         them, longest unwritten first; how many were attempted."""
         self._round += 1
-        changed = [(r, n, s) for r, n, s in self._targets(figures) if self._written.get((r.plural, n)) != s]
-        chosen = stalest(changed, self._written_round, self.budget)
+        targets = self._targets(figures)
+        present = {(r.plural, n) for r, n, _ in targets}
+        self._written = {k: w for k, w in self._written.items() if k in present}  # deleted: forgotten
+        changed = [(r, n, s) for r, n, s in targets if (w := self._written.get((r.plural, n))) is None
+                   or w.status != s]
+        chosen = stalest(changed, self._written, self.budget)
         if chosen:
             await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in chosen))
         return len(chosen)
@@ -134,14 +137,24 @@ class Reporter:
                 self.metrics.failed("status", 0)
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
                 return
-        self._written[(resource.plural, name)] = status
-        self._written_round[(resource.plural, name)] = self._round
+        self._written[(resource.plural, name)] = Written(status, self._round)
         self.writes += 1
 
 
+class Written(NamedTuple):
+    """An object's status as this replica last wrote it, and the round it was written in."""
+
+    status: Status
+    round: int
+
+
 def stalest(
-    changed: Sequence[tuple[Resource, str, Status]], written: Mapping[tuple[str, str], int], budget: int
+    changed: Sequence[tuple[Resource, str, Status]], written: Mapping[tuple[str, str], Written], budget: int
 ) -> list[tuple[Resource, str, Status]]:
     """The ``budget`` changed statuses to write this round: those never written first, then by the
     round they were last written (oldest first); ties keep their order (queues, teams, Policy)."""
-    return sorted(changed, key=lambda c: written.get((c[0].plural, c[1]), -1))[:budget]
+    def last(c: tuple[Resource, str, Status]) -> int:
+        w = written.get((c[0].plural, c[1]))
+        return -1 if w is None else w.round
+
+    return sorted(changed, key=last)[:budget]

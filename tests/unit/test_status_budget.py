@@ -9,7 +9,7 @@ import pytest
 
 from extender import reporting
 from extender.metrics import ControllerMetrics
-from extender.reporting import Reporter, stalest
+from extender.reporting import Reporter, Written, stalest
 from extender.statuses import Backlog, Figures
 from kube.resources import QUEUES, TEAMS, Resource
 from policy.usage import Tally, Usage
@@ -72,8 +72,18 @@ def test_an_unchanged_status_is_not_written_again_and_a_new_term_writes_everythi
     assert writes == [("queues", "a", 1), ("teams", "vision", 2)] * 2
 
 
+def test_a_queue_deleted_and_created_again_gets_its_status_written_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reporter, writes = _reporter(monkeypatch, budget=10)
+    assert asyncio.run(reporter.write(_figures({"a": 1, "b": 1}))) == 2
+    assert asyncio.run(reporter.write(_figures({"b": 1}))) == 0  # a deleted: forgotten
+    assert asyncio.run(reporter.write(_figures({"a": 1, "b": 1}))) == 1  # the new a starts without status
+    assert writes == [("queues", "a", 1), ("queues", "b", 1), ("queues", "a", 1)]
+
+
 def test_stalest_puts_never_written_first_then_oldest_round_and_keeps_order_among_equals() -> None:
     changed = [(QUEUES, "old", {}), (QUEUES, "new", {}), (TEAMS, "never", {}), (QUEUES, "older", {})]
-    written = {("queues", "old"): 5, ("queues", "new"): 9, ("queues", "older"): 2}
+    written = {("queues", name): Written({}, n) for name, n in [("old", 5), ("new", 9), ("older", 2)]}
     assert [n for _, n, _ in stalest(changed, written, 3)] == ["never", "older", "old"]
     assert [n for _, n, _ in stalest(changed, written, 10)] == ["never", "older", "old", "new"]
