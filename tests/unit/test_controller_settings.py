@@ -34,3 +34,17 @@ def test_settings_that_cannot_work_are_refused_at_start(
     with pytest.raises(SystemExit):
         parse(argv, {})
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "nan", "inf"])
+def test_a_status_interval_that_is_not_a_positive_number_of_seconds_is_refused_by_name(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 0, a negative or NaN would write status in a busy loop, with no bound on the rate;
+    # infinity would never write it.
+    with pytest.raises(SystemExit):
+        parse(["--status-seconds", value], {})
+    assert "--status-seconds must be a positive number of seconds" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse([], {"SLUICEGATE_STATUS_SECONDS": value})
+    assert "--status-seconds must be a positive number of seconds" in capsys.readouterr().err
