@@ -28,6 +28,15 @@ STOP_SECONDS = 15.0
 PORT_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
 PORTS_BELOW: Final = 20_000
 """How many ports under the ephemeral range ``free_port`` picks from."""
+PICKS: Final = 64
+"""Random picks ``free_port`` tries before it asks the kernel."""
+LINUX_RANGE: Final = (32768, 60999)
+_given: set[int] = set()
+"""Every port ``free_port`` handed out in this process: never handed out again."""
+
+
+class NoFreePort(RuntimeError):
+    """No loopback port could be bound."""
 
 
 def free_port() -> int:
@@ -36,28 +45,62 @@ def free_port() -> int:
     The port is handed to a process that binds it a moment later. A port from the kernel's
     ephemeral range (what binding port 0 gives) can be taken in that moment as the local end
     of any connection the machine opens, and a busy test run opens thousands; so the port is
-    picked at random from the ``PORTS_BELOW`` ports under that range, which only another
-    explicit bind can take, and checked by binding it."""
-    low = _ephemeral_low()
-    for _ in range(64):
-        port = random.randrange(max(1024, low - PORTS_BELOW), low)
+    picked at random outside that range (the ``PORTS_BELOW`` ports under it, and those above
+    it up to 65535), which only another explicit bind can take, and checked by binding it. A
+    range that leaves no room outside it (``1024 65535``) leaves the kernel's choice. A port
+    is handed out once per process: a port checked free is let go, so two picks in a row could
+    otherwise be the same port, and the second process to bind it would fail. Raises
+    ``NoFreePort`` when nothing can be bound."""
+    low, high = _ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((max(1024, low - PORTS_BELOW), low), (max(1024, high + 1), 65536))
+             if lo < hi]
+    total = sum(hi - lo for lo, hi in spans)
+    for _ in range(PICKS if spans else 0):
+        port = _pick(spans, total)
+        if port not in _given and _bindable(port):
+            _given.add(port)
+            return port
+    for _ in range(PICKS):  # every pick taken: fall back on the kernel's choice
         with socket.socket() as s:
             try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:  # every pick taken: fall back on the kernel's choice
-        s.bind(("127.0.0.1", 0))
-        chosen: int = s.getsockname()[1]
-        return chosen
+                s.bind(("127.0.0.1", 0))
+            except OSError as e:
+                raise NoFreePort(f"no free loopback port: {PICKS} picked outside the ephemeral range "
+                                 f"{low}-{high} were taken, and the kernel had none ({e})") from e
+            chosen: int = s.getsockname()[1]
+        if chosen not in _given:
+            _given.add(chosen)
+            return chosen
+    raise NoFreePort(f"no free loopback port: every one found was handed out already in this process "
+                     f"(ephemeral range {low}-{high})")
 
 
-def _ephemeral_low() -> int:
+def _pick(spans: list[tuple[int, int]], total: int) -> int:
+    """A port of one of ``spans`` (each ``[lo, hi)``), every port as likely as another."""
+    at = random.random() * total
+    for lo, hi in spans:
+        if at < hi - lo:
+            return random.randrange(lo, hi)
+        at -= hi - lo
+    lo, hi = spans[-1]
+    return random.randrange(lo, hi)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        return int(Path(PORT_RANGE).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+        low, high = (int(n) for n in Path(PORT_RANGE).read_text().split()[:2])
+    except (OSError, ValueError):
+        return LINUX_RANGE  # Linux's default
+    return low, high
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
