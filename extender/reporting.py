@@ -2,11 +2,11 @@
 
 Every cycle hands over its ``Figures`` (cheap: a reference). The gauges are set at once, so a
 scrape sees the last cycle. Status is written by a loop of its own, at most once every
-``interval`` seconds, and only for the objects whose status is due: changed since this replica
-last wrote it (all of them once after it becomes leader; an object gone from the figures is
-forgotten), or unchanged but shown otherwise by the watch a round after the write (someone
-else wrote the status, an earlier leader's write landed late, the object was deleted and
-created again): level-triggered, so once the cluster is quiet every status is the truth. A few
+``interval`` seconds, and only for the objects whose status is due: not what the watch shows
+(someone else wrote the status, an earlier leader's write landed late, the object was deleted
+and created again, the figures changed): level-triggered, so once the cluster is quiet every
+status is the truth, and a new leader writes only the statuses that are wrong. An object the
+watch does not show is due when it changed since this replica last wrote it. A few
 requests at a time, and at most ``budget`` objects a round: those never tried first, then those
 tried longest ago (a write that fails waits its turn like the others, so statuses that keep
 failing cannot starve the rest), so every due status is written within a few rounds. A busy
@@ -137,14 +137,16 @@ class Reporter:
         return len(chosen)
 
     def _due(self, resource: Resource, name: str, status: Status) -> bool:
-        """Changed since this replica wrote it, or not what the object shows. Every write is
-        awaited within its round and rounds are ``interval`` apart, so the watch has shown the
-        write by the next round; a watch further behind costs a repeated write, never a wrong
-        status."""
-        if self._written.get((resource.plural, name)) != status:
-            return True
+        """Not what the object shows: level-triggered, so a status someone else wrote, an
+        earlier leader's late write, an object created again are put right, and a new leader
+        writes only what is wrong. Every write is awaited within its round and rounds are
+        ``interval`` apart, so the watch has shown a write by the next round; a watch further
+        behind costs a repeated write, never a wrong status. An object the watch does not show:
+        changed since this replica wrote it."""
         shown = self._shown(resource, name)
-        return shown is not None and shown != status
+        if shown is None:
+            return self._written.get((resource.plural, name)) != status
+        return shown != status
 
     async def _write_one(self, resource: Resource, name: str, status: Status) -> None:
         key = (resource.plural, name)

@@ -169,3 +169,15 @@ def test_statuses_whose_writes_keep_failing_do_not_starve_the_others(monkeypatch
     for _ in range(2):
         asyncio.run(reporter.write(figures))
     assert server.statuses[("queues", "bad")] == {"pending": 1}
+
+
+def test_a_new_leader_writes_only_the_statuses_that_are_not_the_truth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    for name in ("a", "b", "c"):
+        server.create("queues", name)
+    server.statuses[("queues", "a")] = {"pending": 1}  # the last leader wrote it; still true
+    reporter, writes = _reporter(monkeypatch, budget=10, server=server)
+    assert asyncio.run(reporter.write(_figures({"a": 1, "b": 1, "c": 1}))) == 2
+    assert sorted(name for _, name, _ in writes) == ["b", "c"]
