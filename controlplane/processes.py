@@ -30,9 +30,11 @@ PORTS_BELOW: Final = 20_000
 """How many ports under the ephemeral range ``free_port`` picks from."""
 PICKS: Final = 64
 """Random picks ``free_port`` tries before it asks the kernel."""
+HELD: Final = 256
+"""How many of the ports it handed out a process keeps held (the oldest is let go)."""
 LINUX_RANGE: Final = (32768, 60999)
-_given: set[int] = set()
-"""Every port ``free_port`` handed out in this process: never handed out again."""
+_held: dict[int, socket.socket] = {}
+"""The ports ``free_port`` handed out in this process, oldest first, each held by a socket."""
 
 
 class NoFreePort(RuntimeError):
@@ -40,37 +42,40 @@ class NoFreePort(RuntimeError):
 
 
 def free_port() -> int:
-    """A loopback port that is free now and that no outgoing connection will take meanwhile.
+    """A loopback port that is free now, that no outgoing connection will take meanwhile, and
+    that no other caller of ``free_port`` is given, in this process or another.
 
-    The port is handed to a process that binds it a moment later. A port from the kernel's
-    ephemeral range (what binding port 0 gives) can be taken in that moment as the local end
-    of any connection the machine opens, and a busy test run opens thousands; so the port is
-    picked at random outside that range (the ``PORTS_BELOW`` ports under it, and those above
-    it up to 65535), which only another explicit bind can take, and checked by binding it. A
-    range that leaves no room outside it (``1024 65535``) leaves the kernel's choice. A port
-    is handed out once per process: a port checked free is let go, so two picks in a row could
-    otherwise be the same port, and the second process to bind it would fail. Raises
-    ``NoFreePort`` when nothing can be bound."""
+    The port is handed to a process that binds it a moment later (seconds later for the ports
+    of the components that start last). A port from the kernel's ephemeral range (what binding
+    port 0 gives) can be taken in that moment as the local end of any connection the machine
+    opens, and a busy test run opens thousands; so the port is picked at random outside that
+    range (the ``PORTS_BELOW`` ports under it, and those above it up to 65535), which only an
+    explicit bind can take. A range that leaves no room outside it (``1024 65535``) leaves the
+    kernel's choice. The port is checked free by binding it, and stays held: bound, not
+    listening, with ``SO_REUSEADDR`` set after the bind, until ``HELD`` more are handed out.
+    The component binds it all the same (Go's and asyncio's servers listen with
+    ``SO_REUSEADDR``, and a bound socket that does not listen is no conflict between two that
+    set it); another check binds without it and is refused. So clusters started at once by
+    several processes never share a port, and one process never hands out a port twice.
+    Raises ``NoFreePort`` when nothing can be bound."""
     low, high = _ephemeral_range()
     spans = [(lo, hi) for lo, hi in ((max(1024, low - PORTS_BELOW), low), (max(1024, high + 1), 65536))
              if lo < hi]
     total = sum(hi - lo for lo, hi in spans)
     for _ in range(PICKS if spans else 0):
         port = _pick(spans, total)
-        if port not in _given and _bindable(port):
-            _given.add(port)
-            return port
+        held = None if port in _held else _reserve(port)
+        if held is not None:
+            return _keep(port, held)
     for _ in range(PICKS):  # every pick taken: fall back on the kernel's choice
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", 0))
-            except OSError as e:
-                raise NoFreePort(f"no free loopback port: {PICKS} picked outside the ephemeral range "
-                                 f"{low}-{high} were taken, and the kernel had none ({e})") from e
-            chosen: int = s.getsockname()[1]
-        if chosen not in _given:
-            _given.add(chosen)
-            return chosen
+        held = _reserve(0)
+        if held is None:
+            raise NoFreePort(f"no free loopback port: {PICKS} picked outside the ephemeral range "
+                             f"{low}-{high} were taken, and the kernel had none")
+        chosen: int = held.getsockname()[1]
+        if chosen not in _held:
+            return _keep(chosen, held)
+        held.close()
     raise NoFreePort(f"no free loopback port: every one found was handed out already in this process "
                      f"(ephemeral range {low}-{high})")
 
@@ -86,13 +91,25 @@ def _pick(spans: list[tuple[int, int]], total: int) -> int:
     return random.randrange(lo, hi)
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+def _reserve(port: int) -> socket.socket | None:
+    """A socket bound to ``port`` on loopback (``0``: the kernel's choice), or None when it is
+    taken; ``SO_REUSEADDR`` is set only after the bind, so the bind itself conflicts with every
+    other socket on the port."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return s
+
+
+def _keep(port: int, held: socket.socket) -> int:
+    _held[port] = held
+    while len(_held) > HELD:
+        _held.pop(next(iter(_held))).close()
+    return port
 
 
 def _ephemeral_range() -> tuple[int, int]:

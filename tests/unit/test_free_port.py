@@ -1,8 +1,11 @@
-"""Ports for the local control plane's processes: free, and out of the way of outgoing connections."""
+"""Ports for the local control plane's processes: free, out of the way of outgoing connections,
+and never the same for two components, even of clusters that several processes start at once."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +14,20 @@ import pytest
 from controlplane import processes
 
 
+def listen(port: int) -> None:
+    """Bind and listen on ``port`` as the components do (Go and asyncio set SO_REUSEADDR);
+    raises if the port was not free."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+
+
 def test_a_port_is_picked_under_the_ephemeral_range_and_can_be_bound() -> None:
     low, high = processes._ephemeral_range()
     port = processes.free_port()
     assert low - processes.PORTS_BELOW <= port < low or high < port <= 65535
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))  # raises if the port was not free
+    listen(port)
 
 
 def test_a_port_in_use_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,8 +51,7 @@ def test_when_every_pick_is_taken_the_kernel_chooses(monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(processes.random, "randrange", lambda lo, hi: busy)
         port = processes.free_port()
         assert port != busy
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))
+        listen(port)
 
 
 def test_an_unreadable_port_range_means_linux_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,17 +72,14 @@ def test_an_ephemeral_range_that_starts_at_1024_leaves_the_ports_above_it(
     for _ in range(20):
         port = processes.free_port()
         assert 61000 <= port <= 65535
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))
+        listen(port)
 
 
 def test_an_ephemeral_range_that_covers_every_port_leaves_the_kernels_choice(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _port_range(monkeypatch, tmp_path, "1024 65535")
-    port = processes.free_port()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))
+    listen(processes.free_port())
 
 
 def test_a_process_is_never_given_the_same_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,3 +117,36 @@ def test_controlplane_up_says_when_no_port_is_free(
     monkeypatch.setattr(processes.socket, "socket", _Taken)
     assert main(["--root", str(tmp_path / "cluster"), "up"]) == 1
     assert "error: no free loopback port" in capsys.readouterr().err
+
+
+def test_a_port_handed_out_is_refused_to_every_other_check_but_the_component_binds_it() -> None:
+    port = processes.free_port()
+    with socket.socket() as check, pytest.raises(OSError):
+        check.bind(("127.0.0.1", port))  # how free_port checks, in this process or another
+    listen(port)
+    listen(port)  # the component restarted on the same port (the fault suite does)
+
+
+PICKER = """
+import random, sys
+from controlplane import processes
+random.seed(7)
+print(" ".join(str(processes.free_port()) for _ in range(40)), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_two_processes_picking_at_once_never_get_the_same_port() -> None:
+    # The same seed: without the ports held, both would pick exactly the same ones.
+    first = subprocess.Popen([sys.executable, "-c", PICKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert first.stdout is not None
+        ports = set(first.stdout.readline().split())
+        second = subprocess.run([sys.executable, "-c", PICKER], input="\n", capture_output=True, text=True,
+                                check=True, timeout=60)
+        others = set(second.stdout.split())
+    finally:
+        first.communicate("\n", timeout=60)
+    assert len(ports) == len(others) == 40
+    assert ports.isdisjoint(others)
