@@ -26,6 +26,8 @@ def test_flags_win_over_the_environment() -> None:
     ["--retry-period", "0"],
     ["--identity", ""],
     ["--release-concurrency", "0"],
+    ["--status-writes", "0"],  # no status would ever be written
+    ["--status-writes", "-5"],
     ["--debounce-seconds", "1", "--longest-seconds", "0.5"],
 ])
 def test_settings_that_cannot_work_are_refused_at_start(
