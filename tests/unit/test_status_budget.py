@@ -181,3 +181,22 @@ def test_a_new_leader_writes_only_the_statuses_that_are_not_the_truth(
     reporter, writes = _reporter(monkeypatch, budget=10, server=server)
     assert asyncio.run(reporter.write(_figures({"a": 1, "b": 1, "c": 1}))) == 2
     assert sorted(name for _, name, _ in writes) == ["b", "c"]
+
+
+def test_a_quiet_queue_that_changes_once_is_not_starved_by_queues_that_change_every_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    busy = [f"busy{i}" for i in range(10)]
+    for name in (*busy, "quiet"):
+        server.create("queues", name)
+    reporter, writes = _reporter(monkeypatch, budget=2, server=server)
+    quiet = 0
+    for n in range(1, 40):
+        if n == 20:
+            quiet = 1  # its one change, in the middle of the churn
+        writes.clear()
+        asyncio.run(reporter.write(_figures({**{q: n for q in busy}, "quiet": quiet})))
+        if n >= 20 and server.statuses[("queues", "quiet")] == {"pending": 1}:
+            break
+    assert n == 20  # written in the round its figure changed: it had waited longest
