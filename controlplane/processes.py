@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ HELD: Final = 256
 LINUX_RANGE: Final = (32768, 60999)
 _held: dict[int, socket.socket] = {}
 """The ports ``free_port`` handed out in this process, oldest first, each held by a socket."""
+_holding = threading.Lock()
 
 
 class NoFreePort(RuntimeError):
@@ -58,6 +60,11 @@ def free_port() -> int:
     set it); another check binds without it and is refused. So clusters started at once by
     several processes never share a port, and one process never hands out a port twice.
     Raises ``NoFreePort`` when nothing can be bound."""
+    with _holding:  # threads of one process take turns: each sees the others' ports held
+        return _free_port()
+
+
+def _free_port() -> int:
     low, high = _ephemeral_range()
     spans = [(lo, hi) for lo, hi in ((max(1024, low - PORTS_BELOW), low), (max(1024, high + 1), 65536))
              if lo < hi]
