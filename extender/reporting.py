@@ -71,8 +71,8 @@ class Reporter:
         self.writes = 0
 
     def clear(self) -> None:
-        """Forget what was written (a new term as leader writes every status once) and the
-        figures: only the leader exports them."""
+        """Forget what was written and tried (a new term as leader starts from what the watch
+        shows) and the figures: only the leader exports them."""
         self._written.clear()
         self._tried.clear()
         self._figures = None
