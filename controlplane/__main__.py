@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
-        cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
-                               keep_state=args.keep_state)
-        sluicegate = LocalSluicegate(cluster) if args.sluicegate else None
         down = deploying.make_command("down", args.root)
         try:
+            cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
+                                   keep_state=args.keep_state)  # picks the ports: NoFreePort
+            sluicegate = LocalSluicegate(cluster) if args.sluicegate else None
             _say_replacing(args.root, args.keep_state)
             deploying.stop(args.root)  # Sluicegate's processes of an earlier run go first
             if sluicegate is not None:  # kube-scheduler starts knowing where the extender will be

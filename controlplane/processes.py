@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,36 +29,102 @@ STOP_SECONDS = 15.0
 PORT_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
 PORTS_BELOW: Final = 20_000
 """How many ports under the ephemeral range ``free_port`` picks from."""
+PICKS: Final = 64
+"""Random picks ``free_port`` tries before it asks the kernel."""
+HELD: Final = 256
+"""How many of the ports it handed out a process keeps held (the oldest is let go)."""
+LINUX_RANGE: Final = (32768, 60999)
+_held: dict[int, socket.socket] = {}
+"""The ports ``free_port`` handed out in this process, oldest first, each held by a socket."""
+_holding = threading.Lock()
+
+
+class NoFreePort(RuntimeError):
+    """No loopback port could be bound."""
 
 
 def free_port() -> int:
-    """A loopback port that is free now and that no outgoing connection will take meanwhile.
+    """A loopback port that is free now, that no outgoing connection will take meanwhile, and
+    that no other caller of ``free_port`` is given, in this process or another.
 
-    The port is handed to a process that binds it a moment later. A port from the kernel's
-    ephemeral range (what binding port 0 gives) can be taken in that moment as the local end
-    of any connection the machine opens, and a busy test run opens thousands; so the port is
-    picked at random from the ``PORTS_BELOW`` ports under that range, which only another
-    explicit bind can take, and checked by binding it."""
-    low = _ephemeral_low()
-    for _ in range(64):
-        port = random.randrange(max(1024, low - PORTS_BELOW), low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:  # every pick taken: fall back on the kernel's choice
-        s.bind(("127.0.0.1", 0))
-        chosen: int = s.getsockname()[1]
-        return chosen
+    The port is handed to a process that binds it a moment later (seconds later for the ports
+    of the components that start last). A port from the kernel's ephemeral range (what binding
+    port 0 gives) can be taken in that moment as the local end of any connection the machine
+    opens, and a busy test run opens thousands; so the port is picked at random outside that
+    range (the ``PORTS_BELOW`` ports under it, and those above it up to 65535), which only an
+    explicit bind can take. A range that leaves no room outside it (``1024 65535``) leaves the
+    kernel's choice. The port is checked free by binding it, and stays held: bound, not
+    listening, with ``SO_REUSEADDR`` set after the bind, until ``HELD`` more are handed out.
+    The component binds it all the same (Go's and asyncio's servers listen with
+    ``SO_REUSEADDR``, and a bound socket that does not listen is no conflict between two that
+    set it); another check binds without it and is refused. So clusters started at once by
+    several processes never share a port, and one process never hands out a port twice.
+    Raises ``NoFreePort`` when nothing can be bound."""
+    with _holding:  # threads of one process take turns: each sees the others' ports held
+        return _free_port()
 
 
-def _ephemeral_low() -> int:
+def _free_port() -> int:
+    low, high = _ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((max(1024, low - PORTS_BELOW), low), (max(1024, high + 1), 65536))
+             if lo < hi]
+    total = sum(hi - lo for lo, hi in spans)
+    for _ in range(PICKS if spans else 0):
+        port = _pick(spans, total)
+        held = None if port in _held else _reserve(port)
+        if held is not None:
+            return _keep(port, held)
+    for _ in range(PICKS):  # every pick taken: fall back on the kernel's choice
+        held = _reserve(0)
+        if held is None:
+            raise NoFreePort(f"no free loopback port: {PICKS} picked outside the ephemeral range "
+                             f"{low}-{high} were taken, and the kernel had none")
+        chosen: int = held.getsockname()[1]
+        if chosen not in _held:
+            return _keep(chosen, held)
+        held.close()
+    raise NoFreePort(f"no free loopback port: every one found was handed out already in this process "
+                     f"(ephemeral range {low}-{high})")
+
+
+def _pick(spans: list[tuple[int, int]], total: int) -> int:
+    """A port of one of ``spans`` (each ``[lo, hi)``), every port as likely as another."""
+    at = random.random() * total
+    for lo, hi in spans:
+        if at < hi - lo:
+            return random.randrange(lo, hi)
+        at -= hi - lo
+    lo, hi = spans[-1]
+    return random.randrange(lo, hi)
+
+
+def _reserve(port: int) -> socket.socket | None:
+    """A socket bound to ``port`` on loopback (``0``: the kernel's choice), or None when it is
+    taken; ``SO_REUSEADDR`` is set only after the bind, so the bind itself conflicts with every
+    other socket on the port."""
+    s = socket.socket()
     try:
-        return int(Path(PORT_RANGE).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return s
+
+
+def _keep(port: int, held: socket.socket) -> int:
+    _held[port] = held
+    while len(_held) > HELD:
+        _held.pop(next(iter(_held))).close()
+    return port
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(n) for n in Path(PORT_RANGE).read_text().split()[:2])
+    except (OSError, ValueError):
+        return LINUX_RANGE  # Linux's default
+    return low, high
 
 
 def log_tail(path: Path, lines: int = 25) -> str:

@@ -47,7 +47,7 @@ from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from extender.metrics import ControllerMetrics
 from extender.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
 from extender.releasing import Release, Releaser
-from extender.reporting import Reporter
+from extender.reporting import Reporter, Shown
 from extender.settings import Settings
 from extender.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
@@ -148,6 +148,7 @@ class GateController:
         metrics: ControllerMetrics,
         *,
         policy_exists: Callable[[], bool] = lambda: False,
+        shown: Shown = lambda resource, name: None,
         belongs: Callable[[str, str], bool] = lambda namespace, team: True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -179,7 +180,7 @@ class GateController:
                                    on_error=metrics.failed, releases_idle=self.releaser.idle, wall=wall)
         self.reporter = Reporter(connection, metrics, interval=settings.status_seconds,
                                  budget=settings.status_writes, leading=self.leading,
-                                 policy_exists=policy_exists, wall=wall)
+                                 policy_exists=policy_exists, shown=shown, wall=wall)
         self._fence_needed = True
         self._stamps: dict[str, tuple[str, float]] = {}
         """uid -> the ``dispatched-at`` stamp this process's gate patch carried and how long the

@@ -2,13 +2,17 @@
 
 Every cycle hands over its ``Figures`` (cheap: a reference). The gauges are set at once, so a
 scrape sees the last cycle. Status is written by a loop of its own, at most once every
-``interval`` seconds, and only for the objects whose status changed since this replica last
-wrote it (all of them once after it becomes leader; an object gone from the figures is
-forgotten, so one deleted and created again is written again), a few requests at a time, and at most
-``budget`` objects a round: those never written first, then those written longest ago, so
-every changed status is written within a few rounds. A busy cluster's statuses thus cost at
-most ``budget`` writes per ``interval`` however many pods come and go and however many queues
-there are (100 busy queues at the defaults: each queue's status about 10 s old at most).
+``interval`` seconds, and only for the objects whose status is due: not what the watch shows
+(someone else wrote the status, an earlier leader's write landed late, the object was deleted
+and created again, the figures changed): level-triggered, so once the cluster is quiet every
+status is the truth, and a new leader writes only the statuses that are wrong. An object the
+watch does not show is due when it changed since this replica last wrote it. A few
+requests at a time, and at most ``budget`` objects a round: those never tried first, then those
+tried longest ago (a write that fails waits its turn like the others, so statuses that keep
+failing cannot starve the rest), so every due status is written within a few rounds. A busy
+cluster's statuses thus cost at most ``budget`` writes per ``interval`` however many pods come
+and go and however many queues there are (100 busy queues at the defaults: each queue's status
+about 10 s old at most).
 """
 
 from __future__ import annotations
@@ -18,19 +22,24 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final, NamedTuple
+from typing import Final
 
 from extender.metrics import ControllerMetrics
 from extender.statuses import Figures, Status, units
 from kube.connecting import ApiError, Connection, KubeError
 from kube.resources import POLICIES, QUEUES, TEAMS, Resource
-from kube.writing import apply_status
+from kube.writing import write_status
 from policy import keys
 
 log = logging.getLogger(__name__)
 
 MANAGER: Final = "sluicegate-controller"
 CONCURRENCY: Final = 4
+
+Key = tuple[str, str]  # (plural, name)
+Shown = Callable[[Resource, str], Status | None]
+"""An object's status as the watch last showed it ({} when it has none); None when the watch
+does not show the object (or the caller cannot tell)."""
 
 
 class Reporter:
@@ -43,6 +52,7 @@ class Reporter:
         budget: int,
         leading: Callable[[], bool],
         policy_exists: Callable[[], bool],
+        shown: Shown = lambda resource, name: None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.connection = connection
@@ -51,17 +61,20 @@ class Reporter:
         self.budget = budget
         self._leading = leading
         self._policy_exists = policy_exists
+        self._shown = shown
         self._wall = wall
         self._figures: Figures | None = None
-        self._written: dict[tuple[str, str], Written] = {}  # (plural, name): last write
+        self._written: dict[Key, Status] = {}  # the status this replica last wrote
+        self._tried: dict[Key, int] = {}  # the round of the last attempt, landed or not
         self._round = 0
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self.writes = 0
 
     def clear(self) -> None:
-        """Forget what was written (a new term as leader writes every status once) and the
-        figures: only the leader exports them."""
+        """Forget what was written and tried (a new term as leader starts from what the watch
+        shows) and the figures: only the leader exports them."""
         self._written.clear()
+        self._tried.clear()
         self._figures = None
         self.metrics.forget_figures()
 
@@ -110,25 +123,39 @@ class Reporter:
         return out
 
     async def write(self, figures: Figures) -> int:
-        """Write the statuses that changed since they were last written, at most ``budget`` of
-        them, longest unwritten first; how many were attempted."""
+        """Write the statuses that are due, at most ``budget`` of them, longest untried first;
+        how many were attempted."""
         self._round += 1
         targets = self._targets(figures)
         present = {(r.plural, n) for r, n, _ in targets}
-        self._written = {k: w for k, w in self._written.items() if k in present}  # deleted: forgotten
-        changed = [(r, n, s) for r, n, s in targets if (w := self._written.get((r.plural, n))) is None
-                   or w.status != s]
-        chosen = stalest(changed, self._written, self.budget)
+        # Deleted: forgotten.
+        self._written = {k: s for k, s in self._written.items() if k in present}
+        self._tried = {k: n for k, n in self._tried.items() if k in present}
+        chosen = stalest([t for t in targets if self._due(*t)], self._tried, self.budget)
         if chosen:
             await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in chosen))
         return len(chosen)
 
+    def _due(self, resource: Resource, name: str, status: Status) -> bool:
+        """Not what the object shows: level-triggered, so a status someone else wrote, an
+        earlier leader's late write, an object created again are put right, and a new leader
+        writes only what is wrong. Every write is awaited within its round and rounds are
+        ``interval`` apart, so the watch has shown a write by the next round; a watch further
+        behind costs a repeated write, never a wrong status. An object the watch does not show:
+        changed since this replica wrote it."""
+        shown = self._shown(resource, name)
+        if shown is None:
+            return self._written.get((resource.plural, name)) != status
+        return shown != status
+
     async def _write_one(self, resource: Resource, name: str, status: Status) -> None:
+        key = (resource.plural, name)
         async with self._slots:
             if not self._leading():
                 return
+            self._tried[key] = self._round
             try:
-                await apply_status(self.connection, resource, name, status, manager=MANAGER)
+                written = await write_status(self.connection, resource, name, status, manager=MANAGER)
             except ApiError as e:
                 self.metrics.failed("status", e.status)
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
@@ -137,24 +164,14 @@ class Reporter:
                 self.metrics.failed("status", 0)
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
                 return
-        self._written[(resource.plural, name)] = Written(status, self._round)
-        self.writes += 1
-
-
-class Written(NamedTuple):
-    """An object's status as this replica last wrote it, and the round it was written in."""
-
-    status: Status
-    round: int
+        if written:  # else gone: one created again under the name gets its status
+            self._written[key] = status
+            self.writes += 1
 
 
 def stalest(
-    changed: Sequence[tuple[Resource, str, Status]], written: Mapping[tuple[str, str], Written], budget: int
+    due: Sequence[tuple[Resource, str, Status]], tried: Mapping[Key, int], budget: int
 ) -> list[tuple[Resource, str, Status]]:
-    """The ``budget`` changed statuses to write this round: those never written first, then by the
-    round they were last written (oldest first); ties keep their order (queues, teams, Policy)."""
-    def last(c: tuple[Resource, str, Status]) -> int:
-        w = written.get((c[0].plural, c[1]))
-        return -1 if w is None else w.round
-
-    return sorted(changed, key=last)[:budget]
+    """The ``budget`` due statuses to write this round: those never tried first, then by the
+    round they were last tried (oldest first); ties keep their order (queues, teams, Policy)."""
+    return sorted(due, key=lambda d: tried.get((d[0].plural, d[1]), -1))[:budget]

@@ -51,7 +51,7 @@ async def serve(settings: Settings) -> None:
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
-                                policy_exists=lambda: len(cache.policies) > 0,
+                                policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
                                 belongs=lambda ns, team: _team_of(cache, ns) == team)
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,9 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     args = flags.parse(argv)
     if args.release_concurrency < 1 or args.write_concurrency < 1 or args.status_writes < 1:
         flags.error("--release-concurrency, --write-concurrency and --status-writes must be at least 1")
+    if not (math.isfinite(args.status_seconds) and args.status_seconds > 0):
+        # 0, a negative or NaN would write status in a busy loop; infinity, never.
+        flags.error("--status-seconds must be a positive number of seconds")
     if not 0 <= args.debounce_seconds <= args.longest_seconds:
         flags.error("need 0 <= --debounce-seconds <= --longest-seconds")
     lease = LeaseSettings(

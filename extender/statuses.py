@@ -53,7 +53,7 @@ def status(
 ) -> Status:
     out: Status = {"pending": pending, "running": running, "display": shown}
     usage = {name: quantity(amount) for name, amount in sorted(used.items()) if amount}
-    if usage:  # server-side apply reads an empty map as null, which the schema refuses
+    if usage:  # an idle queue shows no usage at all, not an empty map
         out["usage"] = usage
     if oldest is not None:
         out["oldestPendingTime"] = rfc3339(oldest)

@@ -41,6 +41,9 @@ class Parsed(Generic[T]):
     problem: str = ""
     raw: JSON | None = None
     """The object itself, kept only when it cannot be used (a broken Policy's stand-in reads it)."""
+    status: JSON | None = None
+    """The object's status as the API server holds it (None when it has none): the gate
+    controller compares it with the status it means to write."""
 
 
 def parsing(kind: str, parse: Callable[[JSON], T]) -> Callable[[JSON], Parsed[T]]:
@@ -49,10 +52,12 @@ def parsing(kind: str, parse: Callable[[JSON], T]) -> Callable[[JSON], Parsed[T]
 
     def convert(obj: JSON) -> Parsed[T]:
         name = str(fields.obj(obj.get("metadata")).get("name") or "")
+        status = obj.get("status")
+        status = status if isinstance(status, dict) else None
         try:
-            return Parsed(name, parse(obj))
+            return Parsed(name, parse(obj), status=status)
         except UNREADABLE as e:
-            return Parsed(name, None, problem_of(kind, obj, e), obj)
+            return Parsed(name, None, problem_of(kind, obj, e), obj, status)
 
     return convert
 
@@ -184,6 +189,17 @@ class Cache:
         if self.policies.synced.is_set() or len(self.policies) > 0:
             self._previous = catalog
         return catalog
+
+    def status(self, resource: Resource, name: str) -> JSON | None:
+        """The status of a Queue, Team or the Policy as the watch last showed it ({} when it has
+        none); None when the watch does not show the object."""
+        kinds: dict[str, Reflector[Parsed[Any]]] = {
+            QUEUES.plural: self.queues, TEAMS.plural: self.teams, POLICIES.plural: self.policies}
+        reflector = kinds.get(resource.plural)
+        parsed = reflector.named(name) if reflector is not None else None
+        if parsed is None:
+            return None
+        return parsed.status or {}
 
     def namespace(self, name: str) -> Namespace | None:
         """The namespace as the cache last saw it."""

@@ -8,9 +8,10 @@ Each write is one request shaped so that it cannot undo someone else's change:
   being overwritten; ``remove_gate`` then reads the pod once and decides again;
 * the condition goes to ``pods/status`` as a strategic merge patch, which merges
   ``status.conditions`` by ``type``: the scheduler's ``PodScheduled`` is never touched;
-* Queue, Team and Policy status go by server-side apply to the ``status`` subresource, with the
-  controller as field manager, so a figure that no longer applies (a resource no longer used)
-  disappears without a read.
+* Queue, Team and Policy status go to the ``status`` subresource as a JSON patch that replaces
+  the whole status, so a figure that no longer applies (a resource no longer used) disappears
+  without a read, and so does whatever another writer put there (server-side apply could not
+  remove a field that another manager owns).
 
 Expected outcomes are values (``Ungate``, ``False`` for a pod that is gone); failures worth a
 retry raise ``ApiError`` (``retriable`` or ``conflict``) or ``Unreachable``.
@@ -30,7 +31,6 @@ from policy import keys
 from policy.patching import escape
 
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
-APPLY_PATCH: Final = "application/apply-patch+yaml"
 GATES_PATH: Final = "/spec/schedulingGates"
 # A test of the gate list can fail because the list changed; after this many fresh reads and
 # retries in a row the pod is left for the next cycle.
@@ -247,16 +247,20 @@ async def emit(connection: Connection, event: PodEvent, *, controller: str, inst
 # --- status of Queues, Teams and the Policy -------------------------------------------------
 
 
-async def apply_status(
+def status_patch(status: Mapping[str, Any]) -> list[JSON]:
+    """A JSON patch that makes the object's status exactly ``status``: ``add`` replaces the
+    member whole when it exists, so what anyone else put there goes too."""
+    return [{"op": "add", "path": "/status", "value": dict(status)}]
+
+
+async def write_status(
     connection: Connection, resource: Resource, name: str, status: Mapping[str, Any], *, manager: str
 ) -> bool:
-    """Server-side apply ``status`` to the object's status subresource; False when it is gone."""
-    body = {"apiVersion": resource.api_version, "kind": resource.kind,
-            "metadata": {"name": name}, "status": dict(status)}
+    """Replace the object's status (the ``status`` subresource) by ``status``; False when it is gone."""
     try:
         await connection.request(
             "PATCH", resource.path(name, subresource="status"),
-            query={"fieldManager": manager, "force": "true"}, body=body, content_type=APPLY_PATCH,
+            query={"fieldManager": manager}, body=status_patch(status), content_type=JSON_PATCH,
         )
     except ApiError as e:
         if e.not_found:

@@ -68,9 +68,9 @@ class FakeApi:
         if path.startswith("/apis/events.k8s.io/"):
             self.events.append(body)
             return dict(body)
-        if "/status" in path and not found:
-            self.statuses[path] = body["status"]
-            return dict(body)
+        if "/status" in path and not found:  # a Queue's, Team's or the Policy's: replaced whole
+            self.statuses[path] = apply({"status": self.statuses.get(path, {})}, body)["status"]
+            return {"status": self.statuses[path]}
         if not found:
             raise AssertionError(f"the fake API does not serve {method} {path}")
         key = (found.group(1), found.group(2))

@@ -48,3 +48,17 @@ def test_a_policy_broken_from_the_start_closes_admission_of_managed_work() -> No
     assert cache.catalog().closed is not None
     put(cache, "3", {})
     assert cache.catalog().closed is None
+
+
+def test_the_cache_shows_each_queues_status_as_the_watch_delivered_it() -> None:
+    from kube.resources import POLICIES, QUEUES, TEAMS
+
+    cache = Cache(cast(Connection, None))
+    for uid, version, status in [("q1", "1", None), ("q2", "2", {"pending": 7, "conditions": []})]:
+        meta = {"name": f"train-{uid}", "uid": uid, "resourceVersion": version}
+        obj = {"metadata": meta, "spec": {}, **({"status": status} if status else {})}
+        cache.queues._upsert(uid, obj, meta, version)
+    assert cache.status(QUEUES, "train-q1") == {}  # no status written yet
+    assert cache.status(QUEUES, "train-q2") == {"pending": 7, "conditions": []}  # whoever wrote it
+    assert cache.status(QUEUES, "gone") is None
+    assert cache.status(TEAMS, "train-q1") is None and cache.status(POLICIES, keys.POLICY_NAME) is None

@@ -26,6 +26,8 @@ def test_flags_win_over_the_environment() -> None:
     ["--retry-period", "0"],
     ["--identity", ""],
     ["--release-concurrency", "0"],
+    ["--status-writes", "0"],  # no status would ever be written
+    ["--status-writes", "-5"],
     ["--debounce-seconds", "1", "--longest-seconds", "0.5"],
 ])
 def test_settings_that_cannot_work_are_refused_at_start(
@@ -34,3 +36,17 @@ def test_settings_that_cannot_work_are_refused_at_start(
     with pytest.raises(SystemExit):
         parse(argv, {})
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "nan", "inf"])
+def test_a_status_interval_that_is_not_a_positive_number_of_seconds_is_refused_by_name(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 0, a negative or NaN would write status in a busy loop, with no bound on the rate;
+    # infinity would never write it.
+    with pytest.raises(SystemExit):
+        parse(["--status-seconds", value], {})
+    assert "--status-seconds must be a positive number of seconds" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse([], {"SLUICEGATE_STATUS_SECONDS": value})
+    assert "--status-seconds must be a positive number of seconds" in capsys.readouterr().err

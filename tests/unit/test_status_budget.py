@@ -9,8 +9,9 @@ import pytest
 
 from extender import reporting
 from extender.metrics import ControllerMetrics
-from extender.reporting import Reporter, Written, stalest
+from extender.reporting import Reporter, stalest
 from extender.statuses import Backlog, Figures
+from kube.connecting import ApiError
 from kube.resources import QUEUES, TEAMS, Resource
 from policy.usage import Tally, Usage
 
@@ -25,15 +26,41 @@ def _figures(queues: dict[str, int], teams: dict[str, int] | None = None) -> Fig
     )
 
 
-def _reporter(monkeypatch: pytest.MonkeyPatch, budget: int) -> tuple[Reporter, list[tuple[str, str, Any]]]:
+class Server:
+    """The API server's Queue, Team and Policy statuses, as the watch shows them: a write
+    replaces an object's status; ``None`` is an object the watch does not show."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[tuple[str, str], Any] = {}
+        self.failing: set[str] = set()  # names whose writes the server refuses
+
+    def create(self, plural: str, name: str) -> None:
+        self.statuses[(plural, name)] = {}
+
+    def shown(self, resource: Resource, name: str) -> Any:
+        return self.statuses.get((resource.plural, name))
+
+
+def _reporter(
+    monkeypatch: pytest.MonkeyPatch, budget: int, server: Server | None = None
+) -> tuple[Reporter, list[tuple[str, str, Any]]]:
     writes: list[tuple[str, str, Any]] = []
 
-    async def apply(connection: object, resource: Resource, name: str, status: Any, *, manager: str) -> None:
+    async def write(connection: object, resource: Resource, name: str, status: Any, *, manager: str) -> bool:
         writes.append((resource.plural, name, status["pending"]))
+        if server is None:
+            return True
+        if name in server.failing:
+            raise ApiError(500, "InternalError", "etcd is unhappy")
+        if (resource.plural, name) not in server.statuses:
+            return False
+        server.statuses[(resource.plural, name)] = dict(status)
+        return True
 
-    monkeypatch.setattr(reporting, "apply_status", apply)
+    monkeypatch.setattr(reporting, "write_status", write)
+    shown = (lambda resource, name: None) if server is None else server.shown
     reporter = Reporter(connection=None, metrics=ControllerMetrics(), interval=2.0, budget=budget,  # type: ignore[arg-type]
-                        leading=lambda: True, policy_exists=lambda: False)
+                        leading=lambda: True, policy_exists=lambda: False, shown=shown)
     return reporter, writes
 
 
@@ -82,8 +109,94 @@ def test_a_queue_deleted_and_created_again_gets_its_status_written_again(
     assert writes == [("queues", "a", 1), ("queues", "b", 1), ("queues", "a", 1)]
 
 
-def test_stalest_puts_never_written_first_then_oldest_round_and_keeps_order_among_equals() -> None:
+def test_stalest_puts_never_tried_first_then_oldest_round_and_keeps_order_among_equals() -> None:
     changed = [(QUEUES, "old", {}), (QUEUES, "new", {}), (TEAMS, "never", {}), (QUEUES, "older", {})]
-    written = {("queues", name): Written({}, n) for name, n in [("old", 5), ("new", 9), ("older", 2)]}
-    assert [n for _, n, _ in stalest(changed, written, 3)] == ["never", "older", "old"]
-    assert [n for _, n, _ in stalest(changed, written, 10)] == ["never", "older", "old", "new"]
+    tried = {("queues", "old"): 5, ("queues", "new"): 9, ("queues", "older"): 2}
+    assert [n for _, n, _ in stalest(changed, tried, 3)] == ["never", "older", "old"]
+    assert [n for _, n, _ in stalest(changed, tried, 10)] == ["never", "older", "old", "new"]
+
+
+def test_a_status_someone_else_wrote_is_put_right_at_the_next_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server()
+    server.create("queues", "a")
+    reporter, _ = _reporter(monkeypatch, budget=10, server=server)
+    figures = _figures({"a": 1})
+    assert asyncio.run(reporter.write(figures)) == 1
+    # kubectl patch queue a --subresource=status -p '{"status":{"pending":7,"conditions":[...]}}'
+    server.statuses[("queues", "a")] = {"pending": 7, "conditions": [{"type": "Ready", "status": "False"}]}
+    assert asyncio.run(reporter.write(figures)) == 1
+    assert server.statuses[("queues", "a")] == {"pending": 1}
+    assert asyncio.run(reporter.write(figures)) == 0  # quiet again: nothing more to write
+
+
+def test_a_queue_deleted_and_created_again_between_two_rounds_gets_its_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    server.create("queues", "a")
+    reporter, _ = _reporter(monkeypatch, budget=10, server=server)
+    figures = _figures({"a": 1})
+    assert asyncio.run(reporter.write(figures)) == 1
+    del server.statuses[("queues", "a")]
+    server.create("queues", "a")  # the new object has no status, and the figures did not change
+    asyncio.run(reporter.write(figures))
+    assert server.statuses[("queues", "a")] == {"pending": 1}
+
+
+def test_a_status_written_to_an_object_already_gone_is_written_to_the_one_that_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    reporter, _ = _reporter(monkeypatch, budget=10, server=server)
+    figures = _figures({"a": 1})
+    asyncio.run(reporter.write(figures))  # a was deleted before the watch said so: 404
+    server.create("queues", "a")
+    asyncio.run(reporter.write(figures))
+    assert server.statuses[("queues", "a")] == {"pending": 1}
+
+
+def test_statuses_whose_writes_keep_failing_do_not_starve_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server()
+    for name in ("bad", "good"):
+        server.create("queues", name)
+    server.failing.add("bad")
+    reporter, _ = _reporter(monkeypatch, budget=1, server=server)
+    figures = _figures({"bad": 1, "good": 1})
+    for _ in range(3):
+        asyncio.run(reporter.write(figures))
+    assert server.statuses[("queues", "good")] == {"pending": 1}
+    server.failing.clear()  # the failing one is tried again, and lands once the server lets it
+    for _ in range(2):
+        asyncio.run(reporter.write(figures))
+    assert server.statuses[("queues", "bad")] == {"pending": 1}
+
+
+def test_a_new_leader_writes_only_the_statuses_that_are_not_the_truth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    for name in ("a", "b", "c"):
+        server.create("queues", name)
+    server.statuses[("queues", "a")] = {"pending": 1}  # the last leader wrote it; still true
+    reporter, writes = _reporter(monkeypatch, budget=10, server=server)
+    assert asyncio.run(reporter.write(_figures({"a": 1, "b": 1, "c": 1}))) == 2
+    assert sorted(name for _, name, _ in writes) == ["b", "c"]
+
+
+def test_a_quiet_queue_that_changes_once_is_not_starved_by_queues_that_change_every_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = Server()
+    busy = [f"busy{i}" for i in range(10)]
+    for name in (*busy, "quiet"):
+        server.create("queues", name)
+    reporter, writes = _reporter(monkeypatch, budget=2, server=server)
+    quiet = 0
+    for n in range(1, 40):
+        if n == 20:
+            quiet = 1  # its one change, in the middle of the churn
+        writes.clear()
+        asyncio.run(reporter.write(_figures({**{q: n for q in busy}, "quiet": quiet})))
+        if n >= 20 and server.statuses[("queues", "quiet")] == {"pending": 1}:
+            break
+    assert n == 20  # written in the round its figure changed: it had waited longest
