@@ -81,6 +81,8 @@ class Cache:
         self.namespaces = self.watch(NAMESPACES, Namespace.parse)
         for reflector in (self.queues, self.teams, self.presets, self.policies):
             reflector.add_listener(self._catalog_changed)
+        self._with_status: dict[str, Reflector[Parsed[Any]]] = {
+            QUEUES.plural: self.queues, TEAMS.plural: self.teams, POLICIES.plural: self.policies}
 
     # --- composition ----------------------------------------------------------------------
 
@@ -193,9 +195,7 @@ class Cache:
     def status(self, resource: Resource, name: str) -> JSON | None:
         """The status of a Queue, Team or the Policy as the watch last showed it ({} when it has
         none); None when the watch does not show the object."""
-        kinds: dict[str, Reflector[Parsed[Any]]] = {
-            QUEUES.plural: self.queues, TEAMS.plural: self.teams, POLICIES.plural: self.policies}
-        reflector = kinds.get(resource.plural)
+        reflector = self._with_status.get(resource.plural)
         parsed = reflector.named(name) if reflector is not None else None
         if parsed is None:
             return None
