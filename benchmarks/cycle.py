@@ -221,7 +221,8 @@ class World:
         self.catalog = catalog()
         self.metrics = ControllerMetrics()
         self.controller = GateController(settings, self.api, self.store, lambda: self.catalog,  # type: ignore[arg-type]
-                                         Leader(), self.metrics)
+                                         Leader(), self.metrics,
+                                         shown=lambda resource, name: None)  # no status round runs here
         self.store.listener = self.controller.pod_changed
         self.count = itertools.count()
         weights = [1 / (i + 1) for i in range(QUEUES)]  # a few deep queues, a long shallow tail

@@ -6,10 +6,10 @@ scrape sees the last cycle. Status is written by a loop of its own, at most once
 (someone else wrote the status, an earlier leader's write landed late, the object was deleted
 and created again, the figures changed): level-triggered, so once the cluster is quiet every
 status is the truth, and a new leader writes only the statuses that are wrong. An object the
-watch does not show is due when it changed since this replica last wrote it. A few
-requests at a time, and at most ``budget`` objects a round: those never tried first, then those
-tried longest ago (a write that fails waits its turn like the others, so statuses that keep
-failing cannot starve the rest), so every due status is written within a few rounds. A busy
+watch does not show (yet, or any more) is not written. A few requests at a time, and at most
+``budget`` objects a round: those never tried first, then those tried longest ago (a write that
+fails waits its turn like the others, so statuses that keep failing cannot starve the rest), so
+every due status is written within a few rounds. A busy
 cluster's statuses thus cost at most ``budget`` writes per ``interval`` however many pods come
 and go and however many queues there are (100 busy queues at the defaults: each queue's status
 about 10 s old at most).
@@ -39,7 +39,7 @@ CONCURRENCY: Final = 4
 Key = tuple[str, str]  # (plural, name)
 Shown = Callable[[Resource, str], Status | None]
 """An object's status as the watch last showed it ({} when it has none); None when the watch
-does not show the object (or the caller cannot tell)."""
+does not show the object."""
 
 
 class Reporter:
@@ -52,7 +52,7 @@ class Reporter:
         budget: int,
         leading: Callable[[], bool],
         policy_exists: Callable[[], bool],
-        shown: Shown = lambda resource, name: None,
+        shown: Shown,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.connection = connection
@@ -64,16 +64,13 @@ class Reporter:
         self._shown = shown
         self._wall = wall
         self._figures: Figures | None = None
-        self._written: dict[Key, Status] = {}  # the status this replica last wrote
         self._tried: dict[Key, int] = {}  # the round of the last attempt, landed or not
         self._round = 0
         self._slots = asyncio.Semaphore(CONCURRENCY)
-        self.writes = 0
 
     def clear(self) -> None:
-        """Forget what was written and tried (a new term as leader starts from what the watch
-        shows) and the figures: only the leader exports them."""
-        self._written.clear()
+        """Forget what was tried (a new term as leader starts from what the watch shows) and
+        the figures: only the leader exports them."""
         self._tried.clear()
         self._figures = None
         self.metrics.forget_figures()
@@ -128,9 +125,7 @@ class Reporter:
         self._round += 1
         targets = self._targets(figures)
         present = {(r.plural, n) for r, n, _ in targets}
-        # Deleted: forgotten.
-        self._written = {k: s for k, s in self._written.items() if k in present}
-        self._tried = {k: n for k, n in self._tried.items() if k in present}
+        self._tried = {k: n for k, n in self._tried.items() if k in present}  # deleted: forgotten
         chosen = stalest([t for t in targets if self._due(*t)], self._tried, self.budget)
         if chosen:
             await asyncio.gather(*(self._write_one(r, n, s) for r, n, s in chosen))
@@ -141,32 +136,24 @@ class Reporter:
         earlier leader's late write, an object created again are put right, and a new leader
         writes only what is wrong. Every write is awaited within its round and rounds are
         ``interval`` apart, so the watch has shown a write by the next round; a watch further
-        behind costs a repeated write, never a wrong status. An object the watch does not show:
-        changed since this replica wrote it."""
+        behind costs a repeated write, never a wrong status. An object the watch does not show
+        has nothing to write to (gone, or created a moment ago: due once the watch shows it)."""
         shown = self._shown(resource, name)
-        if shown is None:
-            return self._written.get((resource.plural, name)) != status
-        return shown != status
+        return shown is not None and shown != status
 
     async def _write_one(self, resource: Resource, name: str, status: Status) -> None:
-        key = (resource.plural, name)
         async with self._slots:
             if not self._leading():
                 return
-            self._tried[key] = self._round
+            self._tried[(resource.plural, name)] = self._round
             try:
-                written = await write_status(self.connection, resource, name, status, manager=MANAGER)
+                await write_status(self.connection, resource, name, status, manager=MANAGER)
             except ApiError as e:
                 self.metrics.failed("status", e.status)
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
-                return
             except KubeError as e:
                 self.metrics.failed("status", 0)
                 log.warning("could not write the status of %s %s: %s", resource.kind, name, e)
-                return
-        if written:  # else gone: one created again under the name gets its status
-            self._written[key] = status
-            self.writes += 1
 
 
 def stalest(

@@ -19,6 +19,7 @@ from typing import Any
 from extender.managed import ManagedPod, managed_pod
 from kube.connecting import ApiError, Unreachable
 from kube.reflecting import Change
+from kube.resources import Resource
 from policy.patching import PatchError, apply
 
 Obj = dict[str, Any]
@@ -51,6 +52,11 @@ class FakeApi:
 
     def gated(self) -> set[str]:
         return {name for (_, name), obj in self.pods.items() if obj["spec"].get("schedulingGates")}
+
+    def shown(self, resource: Resource, name: str) -> Obj:
+        """A Queue's, Team's or the Policy's status as a watch would show it at once: every one
+        the catalog names exists here ({} until written)."""
+        return self.statuses.get(resource.path(name, subresource="status"), {})
 
     def condition(self, namespace: str, name: str) -> Obj | None:
         for c in self.pod(namespace, name).get("status", {}).get("conditions", []):

@@ -35,7 +35,7 @@ class World:
         self.catalog = catalog
         self.leader = Leader()
         self.controller = GateController(settings, self.api, self.cache, lambda: self.catalog,  # type: ignore[arg-type]
-                                         self.leader, ControllerMetrics())
+                                         self.leader, ControllerMetrics(), shown=self.api.shown)
 
     def submit(self, *pods: MakePod) -> None:
         for pod in pods:
