@@ -45,6 +45,25 @@ class Parsed(Generic[T]):
     """The object's status as the API server holds it (None when it has none): the gate
     controller compares it with the status it means to write."""
 
+    def same_but_status(self, other: object) -> bool:
+        """Whether ``other`` is this object with at most its status changed: a change that no
+        catalog and no decision reads (the broken object's ``raw`` is read for its spec only)."""
+        return (isinstance(other, Parsed)
+                and (self.name, self.value, self.problem) == (other.name, other.value, other.problem)
+                and _spec(self.raw) == _spec(other.raw))
+
+
+def _spec(raw: JSON | None) -> object:
+    return None if raw is None else raw.get("spec")
+
+
+def status_only(change: Change[Any]) -> bool:
+    """A change to an admin object's status alone: the gate controller's own status writes, or
+    anyone's. It rebuilds no catalog and wakes no dispatch; the status is still stored, and
+    the controller's status rounds compare with it on their own clock."""
+    old, new = change.old, change.new
+    return isinstance(old, Parsed) and old.same_but_status(new)
+
 
 def parsing(kind: str, parse: Callable[[JSON], T]) -> Callable[[JSON], Parsed[T]]:
     """A converter that keeps a parse failure as a value instead of dropping the object: any
@@ -222,9 +241,12 @@ class Cache:
     # --- listeners ------------------------------------------------------------------------
 
     def _catalog_changed(self, change: Change[Any]) -> None:
-        self._catalog = None
+        if not status_only(change):
+            self._catalog = None
 
     def _changed(self, change: Change[Any]) -> None:
+        if status_only(change):
+            return
         for callback in list(self._listeners):
             try:
                 callback()

@@ -62,3 +62,46 @@ def test_the_cache_shows_each_queues_status_as_the_watch_delivered_it() -> None:
     assert cache.status(QUEUES, "train-q2") == {"pending": 7, "conditions": []}  # whoever wrote it
     assert cache.status(QUEUES, "gone") is None
     assert cache.status(TEAMS, "train-q1") is None and cache.status(POLICIES, keys.POLICY_NAME) is None
+
+
+def test_a_status_write_neither_rebuilds_the_catalog_nor_wakes_dispatch() -> None:
+    """The gate controller's own status writes (and anyone's) change no input of a decision: they
+    must not cost a catalog rebuild and a dispatch cycle each."""
+    from kube.resources import QUEUES
+
+    cache = Cache(cast(Connection, None))
+    woken: list[int] = []
+    cache.on_change(lambda: woken.append(1))
+
+    def queue(version: str, spec: dict[str, Any], status: dict[str, Any] | None) -> None:
+        meta = {"name": "train", "uid": "q", "resourceVersion": version, "generation": 1}
+        obj = {"metadata": meta, "spec": spec, **({"status": status} if status is not None else {})}
+        cache.queues._upsert("q", obj, meta, version)
+
+    queue("1", {"maxRunning": 2}, None)
+    first = cache.catalog()
+    woken.clear()
+    queue("2", {"maxRunning": 2}, {"pending": 0, "running": 0})
+    queue("3", {"maxRunning": 2}, {"pending": 0, "running": 99})
+    assert cache.catalog() is first
+    assert woken == []
+    assert cache.status(QUEUES, "train") == {"pending": 0, "running": 99}  # the status is still seen
+    queue("4", {"maxRunning": 5}, {"pending": 0, "running": 99})
+    assert cache.catalog().queues["train"].max_running == 5
+    assert woken == [1]
+
+
+def test_a_status_write_on_a_broken_queue_changes_nothing_either() -> None:
+    cache = Cache(cast(Connection, None))
+    woken: list[int] = []
+    cache.on_change(lambda: woken.append(1))
+    for version, running in (("1", 0), ("2", 7)):
+        meta = {"name": "bad", "uid": "b", "resourceVersion": version}
+        obj = {"metadata": meta, "spec": {"maxRunning": "many"}, "status": {"running": running}}
+        cache.queues._upsert("b", obj, meta, version)
+        if version == "1":
+            first = cache.catalog()
+            assert "Queue/bad" in first.invalid
+            woken.clear()
+    assert cache.catalog() is first
+    assert woken == []
