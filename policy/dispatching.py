@@ -184,15 +184,16 @@ class _Cycle:
         """Move ``line``'s cursor to its head: the first whole workload that could run now."""
         return self.seek(line, lambda w: self.could_run(w, line) and not self.never(w, line))
 
-    def join(self, line: Line, joining: Sequence[Workload]) -> None:
-        """Release each of ``joining`` (gated pods of ``line``'s running groups, in queue order)
-        that passes every layer and every hold: it adds its requests, and takes no slot."""
-        for w in joining:
-            if self.fits(w, line):
-                self.ledger.run(w)
-                line.released.add(w.key)
-                line.taken.append(line.order.index(w))
-                self.released.append(w)
+    def join(self, lines: list[Line], joining: Mapping[str, list[Workload]]) -> None:
+        """Release the pods joining running groups in ``lines`` (``joining``: by queue, in queue
+        order) that pass every layer and every hold: each adds its requests, and takes no slot."""
+        for line in lines:
+            for w in joining.get(line.name, ()):
+                if self.fits(w, line):
+                    self.ledger.run(w)
+                    line.released.add(w.key)
+                    line.taken.append(line.order.index(w))
+                    self.released.append(w)
 
     def serve_starving(self, ring: list[Line], names: Sequence[str], turn: str | None) -> str | None:
         """First claim for starving heads, in turn order, before the round-robin at their priority.
@@ -314,8 +315,7 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
     cycle.stopped = cycle.cluster_full()
     for level in sorted(levels, reverse=True):
         if cycle.stopped:
-            for line in levels[level]:
-                cycle.join(line, joining.get(line.name, ()))
+            cycle.join(levels[level], joining)
             continue
         active = []
         for line in levels[level]:
@@ -327,13 +327,11 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         by_name = {line.name: line for line in active}
         names = sorted(by_name)
         if not names:
-            for line in levels[level]:
-                cycle.join(line, joining.get(line.name, ()))
+            cycle.join(levels[level], joining)
             continue
         before = turns.last.get(level)
         turn = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)], names, before)
-        for line in levels[level]:
-            cycle.join(line, joining.get(line.name, ()))
+        cycle.join(levels[level], joining)
         last = cycle.take_turns([by_name[n] for n in rotated(names, turn)])
         after = last if last is not None else turn
         if after is not None and after != before:
