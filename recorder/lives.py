@@ -17,6 +17,11 @@ Times come from the best source there is:
   the second after them. The recorder takes the earlier of ``now`` and the end of that
   second: seen live, that is the moment it saw the change (milliseconds late); seen after a
   restart, the end of the second the pod itself names (at most a second late).
+
+A pod that got a deletionTimestamp while it waited (no release recorded, and nothing on the
+pod showing a release before the deletion) ends then, ``Deleted`` and never released, whatever
+happens to it afterwards: a finalizer may keep it, and something may still remove its gate or
+bind it, but it was given up on while it waited and is no job that ran.
 """
 
 from __future__ import annotations
@@ -82,6 +87,32 @@ def _finished_at(status: Obj) -> float:
     return latest
 
 
+def _deletion_began(obj: Obj) -> float:
+    """When the pod's deletion was asked for, to the second (0.0 when it is not being deleted):
+    its deletionTimestamp less the grace period the API server added to it (none for a pod no
+    node runs, such as a gated one)."""
+    meta = fields.obj(obj.get("metadata"))
+    at = fields.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    grace = meta.get("deletionGracePeriodSeconds")
+    if at and isinstance(grace, int) and not isinstance(grace, bool) and grace > 0:
+        at -= grace
+    return at
+
+
+def _deleted_while_gated(began: float, annotations: Mapping[str, str], status: Obj) -> bool:
+    """Whether a pod whose life has no release yet, being deleted since ``began``, was being
+    deleted before anything released it. Seen live, the watch shows it gated with its
+    deletionTimestamp first. Seen only later, a release counts only when the pod itself shows
+    that it came first: the controller's stamp, or its binding, in an earlier second than the
+    deletion's. The controller never releases a pod being deleted; a gate removed after that
+    (by hand, or by a controller of old) may let it run, but does not make it a job."""
+    if not began:
+        return False
+    stamp = fields.instant(annotations.get(keys.DISPATCHED_AT_ANNOTATION, ""))
+    bound = _scheduled_at(status)
+    return not ((stamp is not None and stamp < began) or 0 < bound < began)
+
+
 def _submitter(annotations: Mapping[str, str]) -> str:
     raw = annotations.get(keys.SUBMITTER_ANNOTATION)
     stamp = Submitter.from_annotation(raw) if raw else None
@@ -113,6 +144,10 @@ def observe(obj: Obj, now: float, old: Life | None = None) -> Life:
     )
     if life.ended:
         return life
+    began = _deletion_began(obj)
+    if life.released is None and _deleted_while_gated(began, annotations, status):
+        # Deleted while it waited: it ends here, whatever happens to the pod afterwards.
+        return replace(life, finished=max(_seen(began, now), life.submitted), phase=Phase.DELETED)
     released, bound, node, finished, phase = life.released, life.bound, life.node, life.finished, life.phase
     if released is None and not pod.gated:
         stamp = fields.instant(annotations.get(keys.DISPATCHED_AT_ANNOTATION, ""))
