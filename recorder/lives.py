@@ -34,7 +34,7 @@ from policy import fields, keys
 from policy.fields import Obj
 from policy.pods import Pod, Submitter
 from policy.quantities import EMPTY, Resources, add
-from records.trace import Phase, Record
+from records.trace import Phase, PodRun, Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,20 +223,45 @@ def _phase(lives: list[Life]) -> Phase:
     return Phase.RUNNING if any(life.released is not None for life in lives) else Phase.PENDING
 
 
-def workload(lives: list[Life]) -> Record:
-    """The run record of one workload from its pods' lives (one pod, or a pod group)."""
-    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
-    first = lives[0]
+def _waiting(lives: list[Life]) -> list[Life]:
+    """The pods a workload that was never released was made of: those still there, or, once
+    all have ended, those there when its last pod was submitted (the group at its fullest);
+    never pods deleted before that."""
+    live = [life for life in lives if not life.ended]
+    if live:
+        return live
+    last = max(life.submitted for life in lives)
+    return [life for life in lives if life.finished is None or life.finished >= last]
+
+
+def _total(lives: Iterable[Life]) -> Resources:
     requests: Resources = EMPTY
     for life in lives:
         requests = add(requests, life.requests)
-    released = _earliest(life.released for life in lives)
+    return requests
+
+
+def workload(lives: list[Life]) -> Record:
+    """The run record of one workload from its pods' lives (one pod, or a pod group).
+
+    Its requests are those of the pods it released (for a group, each listed in ``pods`` with
+    its own times); a pod deleted while it waited asks for nothing. A workload never released
+    asks for what its pods waiting at the end asked for (``_waiting``)."""
+    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
+    first = lives[0]
+    ran = [life for life in lives if life.released is not None]
+    released = _earliest(life.released for life in ran)
     phase = _phase(lives)
-    bound = _latest_of_all(life.bound for life in lives) if released is not None else None
+    bound = _latest_of_all(life.bound for life in ran) if ran else None
     finished = _latest_of_all(life.finished for life in lives) if phase.ended else None
     if phase is not Phase.DELETED and phase.ended and released is None:
         phase = Phase.DELETED
     limits = [life.workflow_max_running for life in lives if life.workflow_max_running is not None]
+    pods = tuple(
+        PodRun(life.name, life.released, life.requests, life.bound, life.node, life.finished)
+        for life in sorted(ran, key=lambda life: (life.released or 0.0, life.name))
+        if life.released is not None
+    ) if first.group else ()
     return Record(
         namespace=first.namespace,
         name=first.name,
@@ -250,11 +275,12 @@ def workload(lives: list[Life]) -> Record:
         group_size=max(life.group_size for life in lives) if first.group else 1,
         submitter=first.submitter,
         priority=max(life.priority for life in lives),
-        requests=requests,
+        requests=_total(ran or _waiting(lives)),
         released=released,
         bound=bound,
-        node=next((life.node for life in lives if life.node), ""),
+        node=next((life.node for life in ran if life.node), ""),
         finished=finished,
+        pods=pods,
     )
 
 
