@@ -465,6 +465,15 @@ def last_time(records: Iterable[Record]) -> float:
     return end
 
 
+def span(records: Iterable[Record]) -> tuple[float, float]:
+    """The range a trace covers: its first submission to its latest time of any kind ((0, 0)
+    when empty). A property of the trace alone, whatever is done with it."""
+    listed = list(records)
+    if not listed:
+        return 0.0, 0.0
+    return min(r.submitted for r in listed), last_time(listed)
+
+
 def read(lines: Iterable[str], source: str = "trace") -> Iterator[Record]:
     """Records from JSON Lines; blank lines are skipped; a key seen twice is refused."""
     seen: dict[str, int] = {}
