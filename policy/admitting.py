@@ -28,7 +28,13 @@ from typing import Any
 
 from policy import fields, keys, marks
 from policy.catalog import UNREADABLE, Catalog
-from policy.creators import honours_stamp, is_mirror_pod, submitter_of, untrusted_stamp
+from policy.creators import (
+    honours_stamp,
+    is_mirror_pod,
+    stamp_of_owner,
+    submitter_of,
+    untrusted_stamp,
+)
 from policy.fields import Obj
 from policy.guarding import guard
 from policy.judging import check_written_keys, judge, written_by_sluicegate
@@ -284,7 +290,9 @@ def _create_owner(
             return untrusted
     submitter = stamped if honoured is not None and stamped is not None else request.creator
     if raw is not None and stamped != submitter:
-        return written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
+        own = fields.obj(obj.get("metadata"))
+        copied = None if stamped is None else stamp_of_owner(request, own, stamped)
+        return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
     if not namespace.opted_in:
         return Admit()
     where = "".join(f"{p}." for p in path)
