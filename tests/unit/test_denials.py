@@ -69,6 +69,9 @@ BROKEN = vision_catalog(
         pytest.param(create(GPU.obj()), None, None, "NoQueue", id="no queue anywhere"),
         pytest.param(create_job(FROM_CRONJOB), None, None, "StampOfOwner",
                      id="a Job made by hand from someone else's stamped CronJob"),
+        pytest.param(create(make_pod().queue("vision-train").gpus(1).spec("priorityClassName", "high")
+                            .spec("priority", 1000).spec("preemptionPolicy", "PreemptLowerPriority").obj()),
+                     None, None, "PriorityClass", id="a PriorityClass that preempts"),
         pytest.param(create(make_pod().queue("vision-train").group("g").obj()), None, None,
                      "BadAnnotation", id="a group without a size"),
         pytest.param(create(make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}})
