@@ -165,9 +165,15 @@ def _create_pod(
     out = _merged(pod, judgement.presets)
     if isinstance(out, Deny):
         return out
-    preempting = _preempting(dict_at(out, "spec"), fields.obj(pod.get("spec")), classes, "this pod")
+    spec, arrived = dict_at(out, "spec"), fields.obj(pod.get("spec"))
+    preempting = _preempting(spec, arrived, classes, "this pod")
     if preempting is not None:
         return preempting
+    if priorities.class_name(spec) != priorities.class_name(arrived):
+        # A preset set another class: the API server resolves priority and preemptionPolicy
+        # again from it, but only if the ones it resolved from the old class are gone.
+        spec.pop("priority", None)
+        spec.pop("preemptionPolicy", None)
     dict_at(out, "metadata", "labels").update(judgement.labels)
     dict_at(out, "metadata", "annotations").update(judgement.annotations)
     spec = dict_at(out, "spec")

@@ -120,22 +120,21 @@ def of(spec: Obj, before: Obj, classes: PriorityClasses) -> Priority | None:
 def refusal(priority: Priority, classes: PriorityClasses, subject: str = "this pod") -> str | None:
     """Why a managed pod of this priority may not go in (see the module's rule), or None.
     ``subject`` names what is judged: "this pod", "the pods of this Job"."""
-    whose = f'PriorityClass "{priority.class_name}"'
-    if priority.default:
-        whose += " (the cluster's default, for pods that name no class)"
+    whose = f'PriorityClass "{priority.class_name}" (value {priority.value}'
+    whose += "; the cluster's default, for pods that name no class)" if priority.default else ")"
     if priority.value < DEFAULT_PRIORITY:
         return (
-            f"{whose} has value {priority.value}, below {DEFAULT_PRIORITY}: every pod without a "
-            f"PriorityClass has priority {DEFAULT_PRIORITY} and may preempt pods below it, so "
-            f"{subject} could be evicted for any of them once running, and Sluicegate admits no "
-            f"pod below priority {DEFAULT_PRIORITY}; {_alternatives(classes)}"
+            f"{whose} is below priority {DEFAULT_PRIORITY}: pods at priority {DEFAULT_PRIORITY} (those "
+            "that name no PriorityClass, where the cluster has no default class) may preempt pods "
+            f"below them, so once running {subject} could be evicted for one of them, and "
+            f"Sluicegate admits no pod below priority {DEFAULT_PRIORITY}; {_alternatives(classes)}"
         )
     if priority.preempts and priority.value > DEFAULT_PRIORITY:
         return (
-            f"{whose} (value {priority.value}) has preemptionPolicy {PREEMPT_LOWER_PRIORITY}: to "
-            f"place {subject}, kube-scheduler would evict running pods of lower priority, other "
-            "teams' too, and pods Sluicegate manages never preempt (their queues decide what goes "
-            f"first); {_alternatives(classes)}"
+            f"{whose} has preemptionPolicy {PREEMPT_LOWER_PRIORITY}: to place {subject}, "
+            "kube-scheduler would evict running pods of lower priority, other teams' too, and pods "
+            "Sluicegate manages never preempt (their queues decide what goes first); "
+            f"{_alternatives(classes)}"
         )
     return None
 

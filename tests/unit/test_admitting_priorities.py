@@ -110,9 +110,10 @@ def test_which_priorities_a_managed_pod_may_have(pc: PriorityClass | None, refus
 
 def test_a_class_below_priority_0_is_refused_saying_why() -> None:
     assert review_pod(as_resolved(gpu_pod(), LOW)) == Deny(
-        'PriorityClass "low" has value -10, below 0: every pod without a PriorityClass has priority 0 '
-        "and may preempt pods below it, so this pod could be evicted for any of them once running, and "
-        f"Sluicegate admits no pod below priority 0; {FIX}"
+        'PriorityClass "low" (value -10) is below priority 0: pods at priority 0 (those that name no '
+        "PriorityClass, where the cluster has no default class) may preempt pods below them, so once "
+        "running this pod could be evicted for one of them, and Sluicegate admits no pod below "
+        f"priority 0; {FIX}"
     )
 
 
@@ -122,7 +123,7 @@ def test_the_clusters_default_class_is_named_when_it_preempts() -> None:
     decision = review_pod(pod, classes(standard))
     assert isinstance(decision, Deny)
     assert decision.message.startswith(
-        'PriorityClass "standard" (the cluster\'s default, for pods that name no class) (value 100) '
+        'PriorityClass "standard" (value 100; the cluster\'s default, for pods that name no class) '
         "has preemptionPolicy PreemptLowerPriority: to place this pod, kube-scheduler would evict")
 
 
@@ -134,16 +135,31 @@ def test_without_a_class_that_never_preempts_the_refusal_says_an_administrator_m
         "creates one)")
 
 
+PRESETS = vision_catalog(presets=[
+    make_preset("urgent").pod("priorityClassName", "high").obj(),
+    make_preset("queued").pod("priorityClassName", "queued-high").obj(),
+])
+
+
 def test_a_preset_that_sets_a_preempting_class_is_refused() -> None:
-    catalog = vision_catalog(presets=[
-        make_preset("urgent").pod("priorityClassName", "high").obj(),
-        make_preset("queued").pod("priorityClassName", "queued-high").obj(),
-    ])
     # The pod arrives resolved without a class; the preset names one the webhook looks up.
-    refused = review_pod(as_resolved(gpu_pod().presets("urgent"), None), catalog=catalog)
+    refused = review_pod(as_resolved(gpu_pod().presets("urgent"), None), catalog=PRESETS)
     assert refused == Deny(PREEMPTS)
-    admitted = review_pod(as_resolved(gpu_pod().presets("queued"), None), catalog=catalog)
-    assert isinstance(admitted, Admit), admitted
+
+
+def test_a_preset_that_sets_a_class_leaves_its_priority_for_the_api_server_to_resolve_again() -> None:
+    """The Priority plugin set priority 0 and PreemptLowerPriority before the webhook ran, and
+    runs again after it: it refuses a pod whose priority is not its (new) class's, and fills in
+    both when they are absent."""
+    pod = as_resolved(gpu_pod().presets("queued"), None)
+    decision = review_pod(pod, catalog=PRESETS)
+    assert isinstance(decision, Admit), decision
+    admitted = apply(pod, decision.patch)
+    assert admitted["spec"]["priorityClassName"] == "queued-high"
+    assert "priority" not in admitted["spec"] and "preemptionPolicy" not in admitted["spec"]
+    # As the API server then stores it, admission changes nothing more (its validating pass).
+    stored = {**admitted, "spec": {**admitted["spec"], "priority": 1000, "preemptionPolicy": "Never"}}
+    assert review_pod(stored, catalog=PRESETS) == Admit()
 
 
 def test_a_pod_sluicegate_does_not_manage_is_not_judged_but_a_managed_one_is() -> None:
