@@ -6,7 +6,8 @@ one of nlp's pods to place it, so admission refuses it (and a Job whose pods wou
 and says which classes never preempt. With such a class the pod is admitted and released by
 its queue; kube-scheduler then reports that it will not preempt for it, the pod waits for room
 ("dispatched, waiting for Kubernetes") and every nlp pod keeps running. Neither the pod's
-priority nor its preemptionPolicy can be changed once it exists.
+priority nor its preemptionPolicy can be changed once it exists, and a preset may set the class
+too (the API server then resolves the pod's priority from the preset's class).
 
 The node is tainted for this test alone (its pods tolerate the taint), so no other pod lands
 on it, and it is deleted afterwards.
@@ -45,6 +46,10 @@ class World:
         # Created first: once the webhook's watch knows "high", it knows this one too.
         self.queued_high = self.priority_class("queued-high", 1000, "Never")
         self.high = self.priority_class("high", 1000, "PreemptLowerPriority")
+        self.queued_preset = scene.name("queued")
+        scene.create({"apiVersion": keys.API_VERSION, "kind": "Preset",
+                      "metadata": {"name": self.queued_preset, "labels": {RUN_LABEL: scene.id}},
+                      "spec": {"pod": {"priorityClassName": self.queued_high}}})
         nlp = scene.team("nlp", members={"users": ["dmitri"]})
         vision = scene.team("vision", members={"users": ["alice"]})
         self.nlp_train = scene.queue("nlp-train", access={"teams": [nlp]})
@@ -88,7 +93,7 @@ class World:
         for namespace in (self.nlp, self.vision):
             self.scene.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false", check=False)
         self.scene.kubectl("delete", "node", self.node, "--ignore-not-found", "--timeout=60s", check=False)
-        self.scene.kubectl("delete", "priorityclasses", "-l", f"{RUN_LABEL}={self.scene.id}",
+        self.scene.kubectl("delete", "priorityclasses,presets", "-l", f"{RUN_LABEL}={self.scene.id}",
                            "--ignore-not-found", check=False)
 
 
@@ -164,6 +169,17 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
         assert victim["spec"]["nodeName"] == world.node
         kinds = [c["type"] for c in victim["status"].get("conditions", [])]
         assert "DisruptionTarget" not in kinds, f"{name}: {kinds}"
+
+    # A preset that sets the class: the API server resolves the pod's priority from it.
+    by_preset = world.pod(world.vision, "by-preset", world.vision_train)
+    by_preset["metadata"]["annotations"][keys.PRESETS_ANNOTATION] = world.queued_preset
+    eventually(lambda: world.as_user("alice", "create", "--dry-run=server", "-f", "-",
+                                     input=yaml.safe_dump(by_preset), check=False).returncode == 0,
+               f"the webhook to know preset {world.queued_preset}")
+    world.as_user("alice", "create", "-f", "-", input=yaml.safe_dump(by_preset))
+    spec = scene.get("pod", "by-preset", world.vision)["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == (
+        world.queued_high, 1000, "Never")
 
     # Neither can be changed afterwards: priority and preemptionPolicy are immutable on a pod.
     for change in ({"preemptionPolicy": "PreemptLowerPriority"}, {"priorityClassName": world.high}):
