@@ -25,13 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controlplane import building, components
 from controlplane.components import Ports
 from controlplane.extenders import SchedulerExtender
 from controlplane.nodes import gpu_nodes
 from controlplane.processes import STOP_SECONDS, Layout, log_tail, stop
+from process import kubeyaml
 
 Progress = Callable[[str], None]
 
@@ -176,7 +175,7 @@ class LocalCluster:
         batches = [nodes[i::NODE_BATCHES] for i in range(min(NODE_BATCHES, len(nodes)))]
 
         def create(batch: list[dict[str, Any]]) -> None:
-            done = self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(batch), check=False)
+            done = self.kubectl("create", "-f", "-", input=kubeyaml.dump_all(batch), check=False)
             problems = [line for line in done.stderr.splitlines() if "AlreadyExists" not in line]
             if done.returncode != 0 and problems:
                 raise StartError(f"creating the fake nodes failed: {' '.join(problems)}")

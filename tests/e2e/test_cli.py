@@ -11,6 +11,7 @@ import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
+from process import kubeyaml
 from tests.doc_commands import run, shell_env
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import HELD_SECONDS, Scene
@@ -153,7 +154,7 @@ def _kubeconfig(scene: Scene, path: Path, user: dict[str, Any], ns: str) -> Path
                                                     "namespace": ns}}],
         "current-context": "reader",
     }
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(kubeyaml.dump(config))
     return path
 
 

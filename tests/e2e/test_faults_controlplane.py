@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-import yaml
 
 from audit.checking import Cap, Limits
 from audit.connection import Credentials
 from audit.recording import Recorder, recording
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from process import kubeyaml
 from tests.e2e.faults import DRAIN_SECONDS, Row, judge, relists, scale, scenario
 from tests.e2e.scenes import Scene
 
@@ -122,5 +122,5 @@ def advance(cluster: LocalCluster, name: str) -> None:
     """Write objects no Sluicegate process watches, so etcd's revision moves past theirs."""
     maps = [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"n": str(i)},
              "metadata": {"name": f"{name}-{i}", "namespace": "default"}} for i in range(5)]
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(maps))
+    cluster.kubectl("create", "-f", "-", input=kubeyaml.dump_all(maps))
     cluster.kubectl("delete", "configmaps", *(m["metadata"]["name"] for m in maps), "-n", "default")

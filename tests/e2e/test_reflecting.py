@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 
 from controlplane.launching import LocalCluster
 from kube.connecting import JSON, Connection
 from kube.reflecting import Change, Reflector
 from kube.resources import NAMESPACES, Resource
+from process import kubeyaml
 
 T = TypeVar("T")
 PODTEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
@@ -58,7 +58,7 @@ async def until(holds: Callable[[], object], what: str) -> None:
 def namespaces(cluster: LocalCluster, run: str, *names: str, **labels: str) -> None:
     docs = [{"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": n, "labels": {"e2e-run": run, **labels}}} for n in names]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(docs))
 
 
 def compact(cluster: LocalCluster) -> None:
@@ -122,7 +122,7 @@ def podtemplates(cluster: LocalCluster, run: str, **teams: str) -> None:
                           "labels": {"e2e-run": run, "team": team}},
              "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/c:1"}]}}}
             for name, team in teams.items()]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(docs))
 
 
 async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_again(
