@@ -9,7 +9,7 @@ from audit.connection import Credentials
 from audit.recording import recording
 from audit.records import Kind
 from policy import keys
-from tests.e2e.scenes import Scene, first, now, only
+from tests.e2e.scenes import HELD_SECONDS, Scene, first, now, only
 
 DRAIN_SECONDS = 120.0
 GPU = keys.GPU_RESOURCE
@@ -23,7 +23,9 @@ def test_pods_beyond_a_running_groups_size_wait_for_it_to_end_and_never_take_the
     namespace = scene.namespace(team)
     labels, annotations = {keys.GROUP_LABEL: "ex"}, {keys.GROUP_SIZE_ANNOTATION: "2"}
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 2, prefix="ex", seconds=60, labels=labels, annotations=annotations)
+        # The first group runs until the test deletes it: the late members certainly wait for it.
+        scene.pods(namespace, queue, 2, prefix="ex", seconds=HELD_SECONDS, labels=labels,
+                   annotations=annotations)
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         scene.pods(namespace, queue, 2, prefix="ex", start=2, gpus=8, seconds=1, labels=labels,
                    annotations=annotations)
@@ -49,7 +51,7 @@ def test_a_workflow_has_the_smallest_limit_any_of_its_pods_carries_even_a_pendin
     namespace = scene.namespace(team)
     sweep = {keys.WORKFLOW_LABEL: "bq"}
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 2, prefix="wide", seconds=60, labels=sweep,  # ended by hand below
+        scene.pods(namespace, queue, 2, prefix="wide", seconds=HELD_SECONDS, labels=sweep,  # deleted below
                    annotations={keys.WORKFLOW_MAX_RUNNING_ANNOTATION: "5"})
         recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
         scene.pods(namespace, queue, 1, prefix="narrow", seconds=1, labels=sweep,

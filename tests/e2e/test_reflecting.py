@@ -4,10 +4,7 @@ resumes after a 410 Gone by listing again, and survives an object its converter 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -59,20 +56,6 @@ def namespaces(cluster: LocalCluster, run: str, *names: str, **labels: str) -> N
     docs = [{"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": n, "labels": {"e2e-run": run, **labels}}} for n in names]
     cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(docs))
-
-
-def compact(cluster: LocalCluster) -> None:
-    """Compact etcd's history up to its current revision, through etcd's own HTTP gateway."""
-    base = f"http://127.0.0.1:{cluster.ports.etcd_client}/v3/kv"
-
-    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(f"{base}/{path}", data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            result: dict[str, Any] = json.load(answer)
-            return result
-
-    revision = post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
-    post("compaction", {"revision": revision, "physical": True})
 
 
 def team_of(obj: JSON) -> str:
@@ -138,7 +121,7 @@ async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_
             assert reflector.lists == 1
         podtemplates(cluster, run, b="two")
         podtemplates(cluster, run, c="three")
-        compact(cluster)  # past the version the reflector will resume from
+        cluster.compact()  # past the version the reflector will resume from
         async with running(reflector):
             await until(lambda: reflector.lists == 2, "a second list")
             assert sorted(reflector.values()) == ["one", "three", "two"]
