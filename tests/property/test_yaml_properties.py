@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from process import kubeyaml
 from tests.yaml_readers import MISREAD_AS_OTHER, misread, non_string
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEWER = settings(SETTINGS, max_examples=80)
 
 
 def _cased(word: str, upper: list[bool]) -> str:
@@ -66,7 +67,7 @@ def test_every_string_written_reads_back_as_the_same_string_in_every_reader(data
     assert_strings_come_back(data, text, yaml.safe_load(text))
 
 
-@SETTINGS
+@FEWER
 @given(st.lists(mappings, min_size=1, max_size=3))
 def test_every_document_of_a_stream_reads_back_with_its_strings(documents: list[dict[str, Any]]) -> None:
     text = kubeyaml.dump_all(documents, sort_keys=False)
