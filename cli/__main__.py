@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli.commands import Command, CommandError, add, expected
+from cli.commands import Command, CommandError, add, add_global_flags, expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,8 @@ def parser(prog: str = "sluicegate", argv: Sequence[str] | None = None) -> argpa
         prog=prog, description="GPU queueing for Kubernetes: what waits, what runs, and what if."
     )
     top.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    flags = top.add_argument_group("global flags (before or after the command, as kubectl takes them)")
+    add_global_flags(flags, top=True)
     commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
     words = set(argv) if argv is not None else None
     for listed in COMMANDS:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from cli.commands import CommandError
+from cli.commands import CommandError, add_global_flags
 from cli.leadership import stalled
 from cli.standings import Observation
 from cli.tables import json_text
@@ -37,13 +37,9 @@ OUTPUTS: Final = ("json", "yaml", "wide")
 def configure(
     parser: argparse.ArgumentParser, *, namespaced: bool = True, all_namespaces: bool = True
 ) -> None:
-    """Add kubectl's flags: ``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``-o``."""
-    parser.add_argument("--kubeconfig", default="",
-                        help="the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-    parser.add_argument("--context", default="", help="the kubeconfig context (default: its current context)")
-    if namespaced:
-        parser.add_argument("-n", "--namespace", default="",
-                            help="the namespace (default: the context's namespace)")
+    """Add kubectl's flags: the global ``--kubeconfig``, ``--context``, ``-n`` (which may also
+    come before the command), and ``-A``, ``-o``."""
+    add_global_flags(parser, namespaced=namespaced)
     if all_namespaces:
         parser.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="",
@@ -162,19 +158,37 @@ def _run(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T
         raise CommandError(str(e)) from e
 
 
-def read(args: argparse.Namespace, *, needs_namespace: bool = True) -> Reading:
-    """The cluster-wide view (``queues``, ``pods``); when the user may not list every namespace's
-    pods, what they may read (``limited``): the catalog with its status, and the pods of their
-    namespace. ``pods -A`` (``needs_namespace`` and no namespace) then fails as forbidden."""
+def read(args: argparse.Namespace) -> Reading:
+    """The cluster-wide view (``pods``); when the user may not list every namespace's pods,
+    what they may read (``limited``): the catalog with its status, and the pods of their
+    namespace. ``pods -A`` (no namespace) then fails as forbidden."""
 
     async def work(connection: Connection, namespace: str) -> Reading:
         why = await _stalled(connection)
         try:
             return Reading(await _observe(connection), namespace, stalled=why)
         except ApiError as e:
-            if e.status != 403 or (needs_namespace and not namespace):
+            if e.status != 403 or not namespace:
                 raise
         return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why)
+
+    return _run(args, work)
+
+
+def read_queues(args: argparse.Namespace) -> Reading:
+    """The cluster-wide view (``queues``); when the user may not read it, the Queues alone, with
+    the status the controller writes (``limited``): what a role that may read queues reads,
+    whatever namespace the kubeconfig names (no pod is read)."""
+
+    async def work(connection: Connection, namespace: str) -> Reading:
+        why = await _stalled(connection)
+        try:
+            return Reading(await _observe(connection), namespace, stalled=why)
+        except ApiError as e:
+            if e.status != 403:
+                raise
+        queues = await list_all(connection, QUEUES)
+        return Reading(Observation(queues=queues, now=time.time()), namespace, limited=True, stalled=why)
 
     return _run(args, work)
 

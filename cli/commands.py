@@ -37,6 +37,27 @@ class Command:
     description: str = ""
 
 
+def add_global_flags(
+    parser: argparse._ActionsContainer, *, namespaced: bool = True, top: bool = False
+) -> None:
+    """kubectl's global flags, which it takes before the command as well as after it:
+    ``--kubeconfig``, ``--context`` and (``namespaced``) ``-n``. The top-level parser
+    (``top``) holds their defaults; a command's parser repeats them without a default
+    (``argparse.SUPPRESS``), so that a flag given before the command is not overwritten by the
+    command's default, and one given after the command wins."""
+
+    def default(value: str) -> str:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument("--kubeconfig", default=default(""),
+                        help="the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    parser.add_argument("--context", default=default(""),
+                        help="the kubeconfig context (default: its current context)")
+    if namespaced:
+        parser.add_argument("-n", "--namespace", default=default(""),
+                            help="the namespace (default: the context's namespace)")
+
+
 def for_people(doc: str) -> str:
     """A module's docstring as help text: no references to the code (``(``cli.x``)``), and
     literals in plain quotes rather than reStructuredText's double backticks."""

@@ -11,7 +11,8 @@ are now, by the controller's own decision, not read from the Queue status the co
 writes at a bounded rate. A queue that pods name but that does not exist is listed with
 priority ``-``. A user who may not read every namespace's pods (the sample
 ``sluicegate-reader`` role) gets the Queue status instead, as ``kubectl get queues`` prints
-it, and a note that says so; NEVER-RUN and UNPLACEABLE are then unknown (``-``).
+it, and a note that says so; NEVER-RUN and UNPLACEABLE are then unknown (``-``). That needs
+only to list Queues: no pod is read, whatever namespace the kubeconfig names.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def cells(row: QueueRow, wide: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    reading = clusters.read(args, needs_namespace=False)
+    reading = clusters.read_queues(args)
     if reading.limited:
         rows = status_rows(reading.seen.queues, reading.seen.now)
         print(f"Note: {STATUS_NOTE}.", file=sys.stderr)

@@ -13,7 +13,7 @@ import asyncio
 from typing import Final
 from urllib.parse import quote
 
-from cli.commands import CommandError
+from cli.commands import CommandError, add_global_flags
 from kube.connecting import ApiError, KubeError
 from kube.reading import open_as_user
 from records.sources import Recorded, RecordList
@@ -26,8 +26,7 @@ USER_AGENT: Final = "sluicegate-cli"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_argument_group("the recorder (read through the API server's service proxy)")
-    where.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-    where.add_argument("--context", default="", help="kubeconfig context (default: the current one)")
+    add_global_flags(where, namespaced=False)
     where.add_argument("--recorder-namespace", default=NAMESPACE, help="the recorder's namespace")
     where.add_argument("--recorder-service", default=SERVICE,
                        help="the recorder's Service as the proxy names it, scheme:name:port")

@@ -20,7 +20,7 @@ from cli.tables import json_text, percent, signed, table
 from policy import keys
 from records.figures import Waits
 from records.periods import format_duration
-from records.trace import Record, format_time, load
+from records.trace import Record, format_time, load, span
 from simulator.outcomes import Comparison, Delta, Figures, Summary, compare, summarize
 from simulator.setups import Setup, load_setup
 from simulator.simulating import Run, recorded, simulate
@@ -191,9 +191,10 @@ def _text(
     notes: list[str],
 ) -> str:
     p, b = c.proposed, c.baseline
+    start, end = span(trace)
     lines = [
         f"trace {args.trace}: {len(trace)} workloads, {len(run.replays)} replayed, "
-        f"{format_time(p.window[0])} to {format_time(p.window[1])}",
+        f"{format_time(start)} to {format_time(end)}",
         f"proposed: {p.label} ({p.cycles} dispatch cycles); baseline: {b.label}"
         + (f" ({b.cycles} dispatch cycles)" if b.cycles else ""),
         f"GPU capacity: {p.capacity:g} ({capacity_from})"
@@ -294,9 +295,12 @@ def _json(
     capacity_from: str,
     notes: list[str],
 ) -> dict[str, object]:
+    start, end = span(trace)
     return {
         "trace": {
             "file": str(args.trace),
+            "start": format_time(start),
+            "end": format_time(end),
             "workloads": len(trace),
             "replayed": len(run.replays),
             "skipped": len(run.skipped),

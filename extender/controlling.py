@@ -365,33 +365,26 @@ class GateController:
         for w in decision.release:
             released.append(w.key)
             waited = now - w.created
-            log.info("releasing %s: queue %s, waited %.1fs", w.key, w.queue, waited, extra={"fields": {
-                "workload": w.key, "queue": w.queue, "team": w.team, "pods": len(w.pods),
-                "waited": round(waited, 3)}})
+            joins = " (pods joining their running group)" if w.joins else ""
+            log.info("releasing %s%s: queue %s, waited %.1fs", w.key, joins, w.queue, waited,
+                     extra={"fields": {"workload": w.key, "queue": w.queue, "team": w.team,
+                                       "pods": len(w.pods), "waited": round(waited, 3)}})
             for pod in w.pods:
                 found = managed.get(pod.uid)
                 if pod.gated and found is not None:
                     self._submit(found, w, stamp, mono, waited)
-        for pod in decision.stragglers:
-            found = managed.get(pod.uid)
-            if found is not None and found.pod.gated:
-                log.info("releasing %s, which joins its running group %s", pod.key, pod.group,
-                         extra={"fields": {"pod": pod.key, "queue": pod.queue}})
-                self._submit(found, None, stamp, mono, now - pod.created)
         return released
 
     def _submit(
-        self, found: ManagedPod, w: Workload | None, stamp: Mapping[str, str], mono: float, waited: float
+        self, found: ManagedPod, w: Workload, stamp: Mapping[str, str], mono: float, waited: float
     ) -> None:
         pod = found.pod
         if not self.assumed.assume(pod.uid, mono):
             return
         self._stamps[pod.uid] = (stamp[keys.DISPATCHED_AT_ANNOTATION], waited)
-        workload = w.key if w is not None else f"{pod.namespace}/group:{pod.group}"
         self.releaser.submit(Release(
-            uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=workload,
-            gates=found.gates, has_annotations=found.has_annotations,
-            created=w.created if w is not None else pod.created, stamp=stamp,
+            uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=w.key,
+            gates=found.gates, has_annotations=found.has_annotations, created=w.created, stamp=stamp,
         ))
 
     def _settled(self, release: Release, outcome: Ungate | None) -> None:

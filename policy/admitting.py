@@ -26,17 +26,24 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from policy import fields, keys, marks
+from policy import fields, keys, marks, priorities
 from policy.catalog import UNREADABLE, Catalog
-from policy.creators import honours_stamp, is_mirror_pod, submitter_of, untrusted_stamp
+from policy.creators import (
+    honours_stamp,
+    is_mirror_pod,
+    stamp_of_owner,
+    submitter_of,
+    untrusted_stamp,
+)
 from policy.fields import Obj
 from policy.guarding import guard
-from policy.judging import check_written_keys, judge, written_by_sluicegate
-from policy.merging import dict_at, main_container_index, preset_steps, thaw
+from policy.judging import check_written_keys, judge, resolve_presets, written_by_sluicegate
+from policy.merging import apply_presets, dict_at, main_container_index, preset_steps, thaw
 from policy.model import Namespace
 from policy.patching import diff
 from policy.pods import Submitter, pod_requests
 from policy.presets import Preset
+from policy.priorities import PriorityClasses
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Request
 from policy.shapes import check_request
 from policy.validating import problems
@@ -51,6 +58,7 @@ def review(
     now: datetime,
     may_release: bool = False,
     owner_creator: Submitter | None = None,
+    classes: PriorityClasses = fields.EMPTY_OBJ,
 ) -> Decision:
     """Decide on one admission request.
 
@@ -61,6 +69,7 @@ def review(
     ``release`` the queue that ``guarding.release_queue(request, controller)`` names (the webhook
     asks the API server with a SubjectAccessReview; False when it names none).
     ``owner_creator`` is who created the pod's controller owner, when the webhook knows it.
+    ``classes`` are the cluster's PriorityClasses by name, as far as the webhook knows them.
 
     Raises ``MalformedReview`` for a request of a shape no API server sends.
     """
@@ -73,11 +82,15 @@ def review(
     check_request(request)
     if request.operation is Operation.CREATE:
         if request.kind == POD:
-            return _create_pod(request, namespace, catalog, now, owner_creator)
+            return _create_pod(request, namespace, catalog, now, owner_creator, classes)
         if request.kind in OWNER_TEMPLATES:
-            return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind])
+            return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind], classes)
     if request.operation is Operation.UPDATE and request.user != controller:
-        return guard(request, may_release=may_release, trusted=catalog.policy.trusted_controllers)
+        guarded = guard(request, may_release=may_release, trusted=catalog.policy.trusted_controllers)
+        if isinstance(guarded, Admit) and request.kind in OWNER_TEMPLATES:
+            path = OWNER_TEMPLATES[request.kind]
+            return _update_owner(request, namespace, catalog, path, classes) or guarded
+        return guarded
     return Admit()
 
 
@@ -120,6 +133,7 @@ def _create_pod(
     catalog: Catalog,
     now: datetime,
     owner_creator: Submitter | None,
+    classes: PriorityClasses,
 ) -> Decision:
     pod = request.object
     if is_mirror_pod(request):
@@ -151,6 +165,15 @@ def _create_pod(
     out = _merged(pod, judgement.presets)
     if isinstance(out, Deny):
         return out
+    spec, arrived = dict_at(out, "spec"), fields.obj(pod.get("spec"))
+    preempting = _preempting(spec, arrived, classes, "this pod")
+    if preempting is not None:
+        return preempting
+    if priorities.class_name(spec) != priorities.class_name(arrived):
+        # A preset set another class: the API server resolves priority and preemptionPolicy
+        # again from it, but only if the ones it resolved from the old class are gone.
+        spec.pop("priority", None)
+        spec.pop("preemptionPolicy", None)
     dict_at(out, "metadata", "labels").update(judgement.labels)
     dict_at(out, "metadata", "annotations").update(judgement.annotations)
     spec = dict_at(out, "spec")
@@ -264,7 +287,11 @@ def _container_warnings(pod: Obj, presets: tuple[Preset, ...]) -> tuple[str, ...
 
 
 def _create_owner(
-    request: Request, namespace: Namespace, catalog: Catalog, path: tuple[str, ...]
+    request: Request,
+    namespace: Namespace,
+    catalog: Catalog,
+    path: tuple[str, ...],
+    classes: PriorityClasses,
 ) -> Decision:
     """A Job (or another owner kind) is judged as the account that creates it, whoever that is:
     a stamp on its template that names anyone else is refused in every namespace. The one
@@ -284,7 +311,9 @@ def _create_owner(
             return untrusted
     submitter = stamped if honoured is not None and stamped is not None else request.creator
     if raw is not None and stamped != submitter:
-        return written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
+        own = fields.obj(obj.get("metadata"))
+        copied = None if stamped is None else stamp_of_owner(request, own, stamped)
+        return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
     if not namespace.opted_in:
         return Admit()
     where = "".join(f"{p}." for p in path)
@@ -298,6 +327,9 @@ def _create_owner(
         judgement = judge(namespace, catalog, template, submitter, where)
         if isinstance(judgement, Deny):
             return judgement
+        preempting = _template_preempting(request, template, judgement.presets, classes)
+        if preempting is not None:
+            return preempting
         warnings = judgement.warnings
     else:
         # Stamped even when the template is not managed today: if the Policy later manages its
@@ -316,3 +348,49 @@ def _stamp_view(obj: Obj, template: Obj) -> Obj:
     """The owner's metadata (its ownerReferences) with its template's annotations (the stamp)."""
     meta = fields.obj(obj.get("metadata"))
     return {**meta, "annotations": fields.obj(template.get("metadata")).get("annotations")}
+
+
+def _update_owner(
+    request: Request,
+    namespace: Namespace,
+    catalog: Catalog,
+    path: tuple[str, ...],
+    classes: PriorityClasses,
+) -> Deny | None:
+    """A changed pod template of an owner (a CronJob's is mutable, a suspended Job's in part)
+    may not come to preempt: its next pods would be refused one by one, out of sight."""
+    template = fields.at(request.object, path)
+    old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
+    if not namespace.opted_in or template == old:
+        return None
+    try:
+        if not is_managed(template, catalog):
+            return None
+    except UNREADABLE:
+        return None  # the pods' CREATE refuses what cannot be read, with the field's path
+    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+    presets = resolve_presets(notes, namespace, catalog)
+    return _template_preempting(request, template, () if isinstance(presets, Deny) else presets, classes)
+
+
+# --- preemption -----------------------------------------------------------------------------
+
+
+def _preempting(spec: Obj, before: Obj, classes: PriorityClasses, subject: str) -> Deny | None:
+    """A managed pod never preempts (``policy.priorities``): ``spec`` is the pod's spec as
+    admission leaves it, ``before`` as it arrived."""
+    priority = priorities.of(spec, before, classes)
+    problem = None if priority is None else priorities.refusal(priority, classes, subject)
+    return None if problem is None else Deny(problem)
+
+
+def _template_preempting(
+    request: Request, template: Obj, presets: tuple[Preset, ...], classes: PriorityClasses
+) -> Deny | None:
+    """The same for an owner's pod template, with its presets merged as its pods will have them."""
+    spec = fields.obj(apply_presets(template, presets).get("spec"))
+    priority = priorities.resolve(spec, classes)
+    problem = None if priority is None else priorities.refusal(
+        priority, classes, f"the pods of this {request.kind.kind}"
+    )
+    return None if problem is None else Deny(problem)

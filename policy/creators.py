@@ -11,6 +11,10 @@
   owner object's stamp never counts: it is judged as the account that creates it.
 - When the webhook knows who created the owner (it judged that CREATE itself), the stamp must
   name that person.
+- A Job made by hand from a stamped CronJob (``kubectl create job --from=cronjob/...``) carries
+  the CronJob's stamp and names the CronJob as its owner, but was not created by the cronjob
+  controller: it is refused unless the stamp names its creator, and the refusal says whose
+  stamp it carries and where from, rather than blaming the user for writing it.
 """
 
 from __future__ import annotations
@@ -45,11 +49,20 @@ def is_mirror_pod(request: Request) -> bool:
 
 def controller_owner(meta: Obj) -> Kind | None:
     """The kind of the object's controller ownerReference, if it has one."""
+    ref = _controller_reference(meta)
+    return None if ref is None else _kind(ref)
+
+
+def _kind(ref: Obj) -> Kind:
+    group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
+    return Kind(group, version, str(ref.get("kind") or ""))
+
+
+def _controller_reference(meta: Obj) -> Obj | None:
     refs = meta.get("ownerReferences")
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:
-            group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
-            return Kind(group, version, str(ref.get("kind") or ""))
+            return ref
     return None
 
 
@@ -118,3 +131,33 @@ def submitter_of(
 
 def _groups(submitter: Submitter) -> str:
     return ", ".join(sorted(submitter.groups)) or "(none)"
+
+
+def stamp_of_owner(request: Request, meta: Obj, stamped: Submitter) -> Deny | None:
+    """The refusal for an object made by hand from its owner's stamped template, such as a Job
+    that ``kubectl create job --from=cronjob/<name>`` makes from someone else's CronJob: it
+    names the CronJob as its controller owner and its template carries the CronJob's stamp.
+
+    What admission knows at that CREATE is only what the object says (its ownerReference and the
+    stamp on its template) and who creates it, so that is what the refusal names. None when the
+    object names no owner whose controllers create objects of its kind."""
+    ref = _controller_reference(meta)
+    owner = None if ref is None else _kind(ref)
+    row = None if owner is None else OWNERS.get(owner)
+    if ref is None or owner is None or row is None or row.creates != request.kind:
+        return None
+    kind, name = request.kind.kind, str(ref.get("name") or "")
+    who = stamped.user
+    if stamped.user == request.user:  # the same person, with other groups than the stamp's
+        who += f" in groups {_groups(stamped)}"
+        you = f" (you are {request.user} in groups {_groups(request.creator)})"
+    else:
+        you = ""
+    return Deny(
+        f"this {kind}'s pod template carries the submitter stamp of user {who} "
+        f"(annotation {keys.SUBMITTER_ANNOTATION}), and the {kind} names {owner.kind} {name} as "
+        f"its owner, as kubectl create {kind.lower()} --from={owner.kind.lower()}/{name} makes it: "
+        f"its pods would be judged and counted as {stamped.user}'s, so only {who} or the "
+        f"{owner.kind} controller may create {kind}s from that {owner.kind}{you}; create a {kind} "
+        "of your own instead"
+    )

@@ -1,9 +1,9 @@
 """Which gated workloads to release now, and why every other pending workload waits.
 
 ``dispatch(snapshot, turns)`` is the whole decision; the controller applies ``release`` (removes
-the gates, in that order) and ``stragglers``, writes ``waiting`` as conditions (``reasons()``
-finds the few whose reason changed without formatting every message), stores ``turns`` for the
-next call and reports ``usage``. The rules, as DESIGN.md states them:
+the gates, in that order), writes ``waiting`` as conditions (``reasons()`` finds the few whose
+reason changed without formatting every message), stores ``turns`` for the next call and
+reports ``usage``. The rules, as DESIGN.md states them:
 
 * Each candidate passes four layers in order: its workflow, its queue (exists, not paused,
   ``maxRunning``, ``quota``), its team, the cluster (``limits``). The first that fails is the
@@ -27,7 +27,12 @@ next call and reports ``usage``. The rules, as DESIGN.md states them:
   fit holds what it needs; the rest of a BestEffortFIFO queue keeps flowing around it.
 * A pod group is released whole, and waits with ``GroupIncomplete`` until all its pods exist
   and agree on their queue, workflow and size; such a group does not block a StrictFIFO queue.
-  Gated pods of a running group are stragglers only up to its size (``workloads``).
+* Gated pods that join a running group (up to its size: ``workloads``) pass every layer like
+  any workload, their requests counted beside the group's live pods, but take no slot of a
+  count limit: the group holds one already. They go at their queue's priority, after its
+  starving claims and before its round-robin (the group had its turn when it was released), and
+  leave the turn where it was. Nothing else releases a gated pod, so a member swapped into a
+  running group never takes a scope over a limit.
 * Each release is counted at once, so one decision never releases more than the limits allow.
   Running workloads count toward every limit; finished ones do not count at all.
 
@@ -45,18 +50,26 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from policy.holds import Holds
-from policy.limits import Ceilings, blocking, ceilings, queue_blocking, queue_full, within, workflow_full
+from policy.limits import (
+    Ceilings,
+    blocking,
+    ceilings,
+    over,
+    queue_blocking,
+    queue_full,
+    within,
+    workflow_full,
+)
 from policy.model import Snapshot, State, Workload
-from policy.ordering import Line, Turns, rotated
+from policy.ordering import Line, Turns, rotated, sort_in_queue_order
 from policy.orders import Orders
-from policy.pods import Pod
 from policy.usage import Ledger, Tally
 from policy.waiting import Wait, Waiting
 
 __all__ = ["Decision", "Orders", "Turns", "Wait", "Waiting", "dispatch"]
 
 _CREATED = attrgetter("created")
-_POD_KEY = attrgetter("namespace", "name")
+_JOINS = attrgetter("joins")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +83,6 @@ class Decision:
     waiting: Waiting  # a Mapping[str, Wait], worked out as it is read
     turns: Turns
     usage: Tally
-    stragglers: tuple[Pod, ...] = ()
-    """Gated pods of workloads already running: a group whose release was cut short (the
-    controller stopped half-way), or a pod that joined a running group. Ungate them too."""
     claimed: tuple[str, ...] = ()
     """Keys of the released workloads that went ahead of the round-robin because they had
     waited longer than ``starvationSeconds``."""
@@ -122,9 +132,9 @@ class _Cycle:
         if workflow_full(w, ledger) or queue_blocking(w, line.queue, ledger) is not None:
             return False
         team = self.snapshot.teams.get(w.team) if w.team else None
-        if team is None or team.max_running is None:
+        if team is None:
             return True
-        return ledger.team_running.get(w.team, 0) < team.max_running
+        return not over(ledger.team_running.get(w.team, 0), w.slots, team.max_running)
 
     def release(self, w: Workload, line: Line) -> None:
         """Release ``w``, which the cursor of ``line`` has just moved past."""
@@ -147,7 +157,7 @@ class _Cycle:
         order = line.order
         for i in range(line.cursor, len(order)):
             w = order[i]
-            if not w.complete:
+            if w.joins or not w.complete:  # joining pods go in their own step (``join``)
                 continue
             if passes(w):
                 line.cursor = i
@@ -173,6 +183,17 @@ class _Cycle:
     def head(self, line: Line) -> Workload | None:
         """Move ``line``'s cursor to its head: the first whole workload that could run now."""
         return self.seek(line, lambda w: self.could_run(w, line) and not self.never(w, line))
+
+    def join(self, lines: list[Line], joining: Mapping[str, list[Workload]]) -> None:
+        """Release the pods joining running groups in ``lines`` (``joining``: by queue, in queue
+        order) that pass every layer and every hold: each adds its requests, and takes no slot."""
+        for line in lines:
+            for w in joining.get(line.name, ()):
+                if self.fits(w, line):
+                    self.ledger.run(w)
+                    line.released.add(w.key)
+                    line.taken.append(line.order.index(w))
+                    self.released.append(w)
 
     def serve_starving(self, ring: list[Line], names: Sequence[str], turn: str | None) -> str | None:
         """First claim for starving heads, in turn order, before the round-robin at their priority.
@@ -232,7 +253,7 @@ def _next_after(names: Sequence[str], turn: str | None) -> str:
     return names[bisect_right(names, turn) % len(names)]
 
 
-def _lines(snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod]) -> dict[str, Line]:
+def _lines(snapshot: Snapshot, ledger: Ledger) -> dict[str, Line]:
     """Tally running work and gather pending work by queue, in one pass."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     running: list[Workload] = []
@@ -243,18 +264,15 @@ def _lines(snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod]) -> dict[st
             by_queue[w.queue].append(w)
         elif state is is_running:
             running.append(w)
-    _run(running, ledger, stragglers)
+    ledger.run_all(running)
     queues = snapshot.queues
     return {name: Line(name, queues.get(name), by_queue[name]) for name in sorted(by_queue)}
 
 
-def _kept_lines(
-    snapshot: Snapshot, ledger: Ledger, stragglers: list[Pod], orders: Orders
-) -> tuple[dict[str, Line], Orders]:
+def _kept_lines(snapshot: Snapshot, ledger: Ledger, orders: Orders) -> tuple[dict[str, Line], Orders]:
     """``_lines``, starting from the orders the last decision kept: every queue comes in order."""
-    (by_queue, running, counted), kept = orders.gather(snapshot.workloads)
+    (by_queue, _, counted), kept = orders.gather(snapshot.workloads)
     ledger.load(counted)
-    _stragglers(running, stragglers)
     queues = snapshot.queues
     lines = {}
     for name, order in by_queue.items():
@@ -263,15 +281,16 @@ def _kept_lines(
     return lines, kept
 
 
-def _run(running: list[Workload], ledger: Ledger, stragglers: list[Pod]) -> None:
-    ledger.run_all(running)
-    _stragglers(running, stragglers)
-
-
-def _stragglers(running: list[Workload], stragglers: list[Pod]) -> None:
-    for w in running:
-        if len(w.pods) > 1:
-            stragglers.extend(p for p in w.pods if p.gated)
+def _joining(workloads: Sequence[Workload]) -> dict[str, list[Workload]]:
+    """Queue -> the pending workloads of pods joining a running group there, in queue order. A
+    pass at C speed: such work is rare, and the kept orders do not single it out."""
+    by_queue: dict[str, list[Workload]] = {}
+    for w in filter(_JOINS, workloads):
+        if w.state is State.PENDING:
+            by_queue.setdefault(w.queue, []).append(w)
+    for order in by_queue.values():
+        sort_in_queue_order(order)
+    return by_queue
 
 
 def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | None = None) -> Decision:
@@ -283,11 +302,11 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
     turns = turns if turns is not None else Turns()
     cycle = _Cycle(snapshot)
     ledger = cycle.ledger
-    stragglers: list[Pod] = []
     if orders is None:
-        lines, kept = _lines(snapshot, ledger, stragglers), None
+        lines, kept = _lines(snapshot, ledger), None
     else:
-        lines, kept = _kept_lines(snapshot, ledger, stragglers, orders)
+        lines, kept = _kept_lines(snapshot, ledger, orders)
+    joining = _joining(snapshot.workloads)
     levels: dict[int, list[Line]] = {}
     for line in lines.values():
         if line.queue is not None:
@@ -296,7 +315,8 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
     cycle.stopped = cycle.cluster_full()
     for level in sorted(levels, reverse=True):
         if cycle.stopped:
-            break
+            cycle.join(levels[level], joining)
+            continue
         active = []
         for line in levels[level]:
             if queue_full(line.queue, ledger) is None:
@@ -307,9 +327,11 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         by_name = {line.name: line for line in active}
         names = sorted(by_name)
         if not names:
+            cycle.join(levels[level], joining)
             continue
         before = turns.last.get(level)
         turn = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)], names, before)
+        cycle.join(levels[level], joining)
         last = cycle.take_turns([by_name[n] for n in rotated(names, turn)])
         after = last if last is not None else turn
         if after is not None and after != before:
@@ -321,7 +343,6 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         waiting=Waiting(lines, snapshot, ledger, cycle.holds),
         turns=turns.advanced(moved, (q.priority for q in snapshot.queues.values())),
         usage=ledger.tally(snapshot.queues),
-        stragglers=tuple(sorted(stragglers, key=_POD_KEY)),
         claimed=tuple(cycle.claimed),
         orders=kept,
     )

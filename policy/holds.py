@@ -54,19 +54,32 @@ class Hold:
         )
         return wider and self.need >= other.need
 
-    def message(self, now: float, starvation_seconds: int) -> str:
+    def message(self, now: float, starvation_seconds: int, reader: str) -> str:
+        """What a waiting pod of namespace ``reader`` is told: the head by name when it is of the
+        same namespace, else only by its queue and priority (``named``)."""
+        holder = named(self.holder, reader)
         if self.starving:
             waited = int(now - self.holder.created)
             who = (
-                f"held for {self.holder.key} in queue {self.queue}, "
+                f"held for {holder} in queue {self.queue}, "
                 f"waiting {waited}s (over starvationSeconds {starvation_seconds})"
             )
         else:
-            who = f"held for {self.holder.key} in higher-priority queue {self.queue} (priority {self.level})"
+            who = f"held for {holder} in higher-priority queue {self.queue} (priority {self.level})"
         if self.resource:
             return f"{who}: it waits for {self.scope} {self.resource}"
         scope = "the cluster" if self.scope == "cluster" else self.scope
         return f"{who}: it needs the last free slot of {scope}"
+
+
+OTHER_NAMESPACE = "work of another namespace"
+"""How a message names a workload of a namespace other than its reader's: users of one
+namespace may not read another's pods, so a message never names them."""
+
+
+def named(w: Workload, reader: str) -> str:
+    """``w`` as a message to a pod of namespace ``reader`` names it."""
+    return w.key if w.namespace == reader else OTHER_NAMESPACE
 
 
 Held = dict[str, list[Hold]]  # SLOT or a resource name -> the holds on it
@@ -131,7 +144,7 @@ class Holds:
                 hold is not None
                 and limit is not None
                 and hold.applies_to(w, level)
-                and ledger.workflow_running.get(w.workflow, 0) + 2 > limit
+                and ledger.workflow_running.get(w.workflow, 0) + 1 + w.slots > limit
             ):
                 return hold
         snapshot = self.snapshot
@@ -167,7 +180,7 @@ def _holding(
 ) -> Hold | None:
     """The hold of one scope that ``w``'s release would leave short, if any."""
     slots = held.get(SLOT)
-    if slots and max_running is not None and running + 2 > max_running:
+    if slots and max_running is not None and running + 1 + w.slots > max_running:
         for hold in slots:
             if hold.applies_to(w, level):
                 return hold

@@ -74,7 +74,7 @@ def judge(
     warnings = _check_user_keys(labels, notes, workflow)
     if isinstance(warnings, Deny):
         return warnings
-    presets = _resolve_presets(notes, namespace, catalog)
+    presets = resolve_presets(notes, namespace, catalog)
     if isinstance(presets, Deny):
         return presets
     written_labels = {keys.TEAM_LABEL: namespace.team or ""}
@@ -183,7 +183,7 @@ def written_by_sluicegate(what: str, key: str) -> Deny:
     return Deny(f"{what} {key} is written by Sluicegate and cannot be set by users ({_USER_KEYS})")
 
 
-def _resolve_presets(
+def resolve_presets(
     notes: Mapping[str, str], namespace: Namespace, catalog: Catalog
 ) -> tuple[Preset, ...] | Deny:
     """The namespace's default presets, then the pod's, each once, in that order."""

@@ -37,26 +37,34 @@ SHARED_REASONS = frozenset(
 )
 
 
+def over(running: int, slots: int, limit: int | None) -> bool:
+    """Whether taking ``slots`` more (1, or 0 for pods joining their running group) would put a
+    count limit's ``running`` over ``limit``. A scope already over its limit (it was lowered)
+    admits nothing, not even work that takes no slot."""
+    return limit is not None and running + slots > limit
+
+
 def workflow_full(w: Workload, ledger: Ledger) -> bool:
     limit = w.workflow_max_running
-    return limit is not None and bool(w.workflow) and ledger.workflow_running.get(w.workflow, 0) >= limit
+    return bool(w.workflow) and over(ledger.workflow_running.get(w.workflow, 0), w.slots, limit)
 
 
-def queue_full(queue: Queue | None, ledger: Ledger) -> Reason | None:
-    """Layer 2's verdict for every workload of the queue alike, when there is one.
+def queue_full(queue: Queue | None, ledger: Ledger, slots: int = 1) -> Reason | None:
+    """Layer 2's verdict for every workload of the queue alike (that takes ``slots``), when there
+    is one.
 
     A missing queue reads as paused: the list of reasons is public and fixed.
     """
     if queue is None or queue.paused:
         return Reason.QUEUE_PAUSED
-    if queue.max_running is not None and ledger.queue_running.get(queue.name, 0) >= queue.max_running:
+    if over(ledger.queue_running.get(queue.name, 0), slots, queue.max_running):
         return Reason.QUEUE_LIMIT
     return None
 
 
 def queue_blocking(w: Workload, queue: Queue | None, ledger: Ledger) -> Reason | None:
     """Layer 2 alone, for ``w``: the queue's verdict for all, then its quota."""
-    full = queue_full(queue, ledger)
+    full = queue_full(queue, ledger, w.slots)
     if full is not None or queue is None:
         return full
     if queue.quota and exceeded(ledger.queue_used.get(queue.name, EMPTY), w.requests, queue.quota):
@@ -68,12 +76,12 @@ def shared_blocking(w: Workload, limits: Snapshot, ledger: Ledger) -> Reason | N
     """Layers 3 and 4: the capacity that queues share."""
     team = limits.teams.get(w.team) if w.team else None
     if team is not None:
-        if team.max_running is not None and ledger.team_running.get(team.name, 0) >= team.max_running:
+        if over(ledger.team_running.get(team.name, 0), w.slots, team.max_running):
             return Reason.TEAM_LIMIT
         if team.quota and exceeded(ledger.team_used.get(team.name, EMPTY), w.requests, team.quota):
             return Reason.TEAM_QUOTA
     policy = limits.policy
-    if policy.max_running is not None and ledger.cluster_running >= policy.max_running:
+    if over(ledger.cluster_running, w.slots, policy.max_running):
         return Reason.GLOBAL_LIMIT
     if policy.quota and exceeded(ledger.cluster_used, w.requests, policy.quota):
         return Reason.GLOBAL_QUOTA

@@ -9,6 +9,8 @@ on every pod of an opted-in namespace, and on UPDATE from everyone but the contr
 So a pod that carries the mark went through Sluicegate's admission, and only such pods count
 for dispatch (``counts_for_dispatch``): a pod admission left alone (an unmanaged pod, a mirror
 pod) never makes a group "running", uses quota or fills a queue, whatever labels it carries.
+Nor does a gated pod that is being deleted (a finalizer may keep it for a while): it has left
+its queue, so it is never released and never counted.
 
 Admission is reinvoked on its own output within the same request, a moment later: a stamp no
 older than ``REINVOCATION_WINDOW`` (and no more than ``CLOCK_SKEW`` ahead, for webhook replicas
@@ -63,12 +65,14 @@ def fresh(raw: str | None, now: datetime) -> bool:
 
 
 def counts_for_dispatch(pod: Pod) -> bool:
-    """Admission marked this pod: it has a team, a queue and a well-formed admission stamp.
+    """Admission marked this pod (it has a team, a queue and a well-formed admission stamp) and
+    it has not been withdrawn (deleted while gated: ``Pod.withdrawn``).
 
     The controller passes only such pods to ``workloads.build_workloads``.
     """
     return bool(
-        pod.team
+        not pod.withdrawn
+        and pod.team
         and pod.queue
         and parse_admitted_at(pod.annotations.get(keys.ADMITTED_AT_ANNOTATION)) is not None
     )

@@ -273,6 +273,14 @@ class Workload:
     group_size: int = 1
     disagreement: str = ""  # why a group's pods cannot go as one, e.g. they name two queues
     surplus: str = ""  # gated pods beyond the size of their running group: never released as such
+    joins: bool = False
+    """Gated pods joining their running group (``workloads.group_workloads``): they pass every
+    limit like any workload, but take no slot of a count limit, which the group holds already."""
+
+    @property
+    def slots(self) -> int:
+        """How many slots of each count limit (workflow, queue, team, cluster) releasing it takes."""
+        return 0 if self.joins else 1
 
     @property
     def complete(self) -> bool:

@@ -136,6 +136,7 @@ class Pod:
     node_name: str = ""
     unschedulable: str = ""  # the scheduler's message while it cannot place a released pod
     condition_reason: str = ""  # the reason of the Dispatched condition as last written
+    deleting: bool = False  # metadata.deletionTimestamp is set (a finalizer may keep it a while)
 
     @property
     def key(self) -> str:
@@ -160,6 +161,12 @@ class Pod:
     @property
     def terminal(self) -> bool:
         return self.phase.terminal
+
+    @property
+    def withdrawn(self) -> bool:
+        """Deleted while it waits: it has left its queue, though a finalizer may keep it a while.
+        Such a pod is never released and counts for nothing (``marks.counts_for_dispatch``)."""
+        return self.gated and self.deleting
 
     @classmethod
     def parse(cls, obj: Obj) -> Pod:
@@ -196,6 +203,7 @@ class Pod:
             node_name=str(spec.get("nodeName") or ""),
             unschedulable=unschedulable,
             condition_reason=condition_reason,
+            deleting=meta.get("deletionTimestamp") is not None,
         )
 
 

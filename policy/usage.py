@@ -96,17 +96,18 @@ class Ledger:
 
     def run(self, w: Workload) -> None:
         """Count ``w`` as running in every scope it belongs to (``run_all`` of one, without its
-        per-queue roll-up: a decision calls this once per release)."""
-        queue, requests = w.queue, w.requests
-        self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
+        per-queue roll-up: a decision calls this once per release). Pods joining their running
+        group add their requests and no slot (``Workload.slots``)."""
+        queue, requests, slots = w.queue, w.requests, w.slots
+        self.queue_running[queue] = self.queue_running.get(queue, 0) + slots
         _plus(self.queue_used.setdefault(queue, {}), requests)
         _plus(self.cluster_used, requests)
-        self.cluster_running += 1
+        self.cluster_running += slots
         if w.team:
-            self.team_running[w.team] = self.team_running.get(w.team, 0) + 1
+            self.team_running[w.team] = self.team_running.get(w.team, 0) + slots
             _plus(self.team_used.setdefault(w.team, {}), requests)
         if w.workflow:
-            self.workflow_running[w.workflow] = self.workflow_running.get(w.workflow, 0) + 1
+            self.workflow_running[w.workflow] = self.workflow_running.get(w.workflow, 0) + slots
 
     def load(self, other: Ledger) -> None:
         """Take ``other``'s counts as this ledger's own (copies: neither changes the other)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 
-from policy.holds import Hold, Holds
+from policy.holds import Hold, Holds, named
 from policy.keys import Reason
 from policy.limits import (
     Ceilings,
@@ -179,7 +179,7 @@ class Waiting(Mapping[str, Wait]):
                 return reason, f"group {group}: {w.disagreement}"
             return reason, f"group {group}: {len(w.pods)}/{w.group_size} pods"
         if hold is not None:
-            return reason, hold.message(snapshot.now, snapshot.policy.starvation_seconds)
+            return reason, hold.message(snapshot.now, snapshot.policy.starvation_seconds, w.namespace)
         if reason is not Reason.WAITING_TURN:
             uniform = self._uniform_for(line)
             if uniform is not None and uniform[0] is reason:
@@ -187,7 +187,7 @@ class Waiting(Mapping[str, Wait]):
             return reason, describe(reason, w, line.name, snapshot, self._ledger)
         head = line.stop
         if head is not None and head is not w:
-            return reason, f"behind {head.key} at the head of StrictFIFO queue {line.name}"
+            return reason, f"behind {named(head, w.namespace)} at the head of StrictFIFO queue {line.name}"
         return reason, f"waiting for its turn in queue {line.name}"  # pragma: no cover
 
     def _cause(self, w: Workload, line: Line) -> tuple[Reason, Hold | None]:
@@ -204,7 +204,7 @@ class Waiting(Mapping[str, Wait]):
         if workflow_full(w, ledger):
             return Reason.WORKFLOW_LIMIT, None
         uniform = self._uniform_for(line)
-        if uniform is not None:
+        if uniform is not None and not w.joins:
             return uniform[0], None
         reason = queue_blocking(w, line.queue, ledger) or shared_blocking(w, self._snapshot, ledger)
         if reason is not None:
@@ -308,8 +308,9 @@ class Waiting(Mapping[str, Wait]):
 def _queue_answers_for(w: Workload) -> bool:
     """Whether a queue's uniform answer is ``w``'s too, if ``w`` could ever run: nothing of its
     own (an incomplete or disagreeing group, a workflow limit) comes before the queue's layer.
-    A fast path for deep, full queues."""
-    return w.workflow_max_running is None and w.complete
+    A fast path for deep, full queues. Pods joining their running group take no slot, so a
+    queue's count limit is not theirs."""
+    return w.workflow_max_running is None and w.complete and not w.joins
 
 
 class _Items(ItemsView[str, Wait]):

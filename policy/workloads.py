@@ -82,11 +82,14 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
 
     A group none of whose pods was released is one pending workload. A group whose released
     pods have all ended is finished: its gated pods form a new pending workload that goes through
-    every limit. A running group (a released pod still live) takes its gated pods along as
-    stragglers, oldest first, only while its live released pods and they stay within its size
-    and only when all its live pods agree (queue, workflow, size); the others wait in a pending
-    workload of their own (key ``<group key>/joining``) that is never released as such: it says
-    the group already has its size (``surplus``) or names the disagreement.
+    every limit. A running group (a released pod still live) is a running workload of its
+    released pods; its gated pods, oldest first, join it only while its live released pods and
+    they stay within its size and only when all its live pods agree (queue, workflow, size).
+    Those form a pending workload (key ``<group key>/joining``, ``joins``) that passes every
+    limit like any other, its requests counted beside the group's live pods, but takes no slot
+    of a count limit: the group holds its slot already. The others wait in a pending workload
+    of their own (key ``<group key>/surplus``) that is never released as such: it says the group
+    already has its size (``surplus``) or names the disagreement.
     """
     pods = tuple(members)
     gated = sorted((p for p in pods if p.gated), key=lambda p: (p.created, p.name))
@@ -100,11 +103,13 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     size = fields.positive_int(first.annotations.get(keys.GROUP_SIZE_ANNOTATION, "")) or len(live)
     disagreement = _disagreement((*live, *gated))
     room = 0 if disagreement else max(size - len(live), 0)
-    joining, held = gated[:room], tuple(gated[room:])
-    out = [workload_of(key, (*released, *joining))]
+    joining, held = tuple(gated[:room]), tuple(gated[room:])
+    out = [workload_of(key, released)]
+    if joining:
+        out.append(replace(workload_of(f"{key}/joining", joining), group_size=len(joining), joins=True))
     if held:
-        surplus = f"group {first.group} already has {len(live) + len(joining)}/{size} pods released"
-        waits = workload_of(f"{key}/joining", held, "" if disagreement else surplus)
+        surplus = f"group {first.group} already has {len(live) + len(joining)}/{size} pods live or joining"
+        waits = workload_of(f"{key}/surplus", held, "" if disagreement else surplus)
         out.append(replace(waits, disagreement=disagreement) if disagreement else waits)
     return out
 

@@ -17,6 +17,11 @@ Times come from the best source there is:
   the second after them. The recorder takes the earlier of ``now`` and the end of that
   second: seen live, that is the moment it saw the change (milliseconds late); seen after a
   restart, the end of the second the pod itself names (at most a second late).
+
+A pod that got a deletionTimestamp while it waited (no release recorded, and nothing on the
+pod showing a release before the deletion) ends then, ``Deleted`` and never released, whatever
+happens to it afterwards: a finalizer may keep it, and something may still remove its gate or
+bind it, but it was given up on while it waited and is no job that ran.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from policy import fields, keys
 from policy.fields import Obj
 from policy.pods import Pod, Submitter
 from policy.quantities import EMPTY, Resources, add
-from records.trace import Phase, Record
+from records.trace import Phase, PodRun, Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,32 @@ def _finished_at(status: Obj) -> float:
     return latest
 
 
+def _deletion_began(obj: Obj) -> float:
+    """When the pod's deletion was asked for, to the second (0.0 when it is not being deleted):
+    its deletionTimestamp less the grace period the API server added to it (none for a pod no
+    node runs, such as a gated one)."""
+    meta = fields.obj(obj.get("metadata"))
+    at = fields.timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    grace = meta.get("deletionGracePeriodSeconds")
+    if at and isinstance(grace, int) and not isinstance(grace, bool) and grace > 0:
+        at -= grace
+    return at
+
+
+def _deleted_while_gated(began: float, annotations: Mapping[str, str], status: Obj) -> bool:
+    """Whether a pod whose life has no release yet, being deleted since ``began``, was being
+    deleted before anything released it. Seen live, the watch shows it gated with its
+    deletionTimestamp first. Seen only later, a release counts only when the pod itself shows
+    that it came first: the controller's stamp, or its binding, in an earlier second than the
+    deletion's. The controller never releases a pod being deleted; a gate removed after that
+    (by hand, or by a controller of old) may let it run, but does not make it a job."""
+    if not began:
+        return False
+    stamp = fields.instant(annotations.get(keys.DISPATCHED_AT_ANNOTATION, ""))
+    bound = _scheduled_at(status)
+    return not ((stamp is not None and stamp < began) or 0 < bound < began)
+
+
 def _submitter(annotations: Mapping[str, str]) -> str:
     raw = annotations.get(keys.SUBMITTER_ANNOTATION)
     stamp = Submitter.from_annotation(raw) if raw else None
@@ -113,6 +144,10 @@ def observe(obj: Obj, now: float, old: Life | None = None) -> Life:
     )
     if life.ended:
         return life
+    began = _deletion_began(obj)
+    if life.released is None and _deleted_while_gated(began, annotations, status):
+        # Deleted while it waited: it ends here, whatever happens to the pod afterwards.
+        return replace(life, finished=max(_seen(began, now), life.submitted), phase=Phase.DELETED)
     released, bound, node, finished, phase = life.released, life.bound, life.node, life.finished, life.phase
     if released is None and not pod.gated:
         stamp = fields.instant(annotations.get(keys.DISPATCHED_AT_ANNOTATION, ""))
@@ -188,20 +223,45 @@ def _phase(lives: list[Life]) -> Phase:
     return Phase.RUNNING if any(life.released is not None for life in lives) else Phase.PENDING
 
 
-def workload(lives: list[Life]) -> Record:
-    """The run record of one workload from its pods' lives (one pod, or a pod group)."""
-    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
-    first = lives[0]
+def _waiting(lives: list[Life]) -> list[Life]:
+    """The pods a workload that was never released was made of: those still there, or, once
+    all have ended, those there when its last pod was submitted (the group at its fullest);
+    never pods deleted before that."""
+    live = [life for life in lives if not life.ended]
+    if live:
+        return live
+    last = max(life.submitted for life in lives)
+    return [life for life in lives if life.finished is None or life.finished >= last]
+
+
+def _total(lives: Iterable[Life]) -> Resources:
     requests: Resources = EMPTY
     for life in lives:
         requests = add(requests, life.requests)
-    released = _earliest(life.released for life in lives)
+    return requests
+
+
+def workload(lives: list[Life]) -> Record:
+    """The run record of one workload from its pods' lives (one pod, or a pod group).
+
+    Its requests are those of the pods it released (for a group, each listed in ``pods`` with
+    its own times); a pod deleted while it waited asks for nothing. A workload never released
+    asks for what its pods waiting at the end asked for (``_waiting``)."""
+    lives = sorted(lives, key=lambda life: (life.submitted, life.name))
+    first = lives[0]
+    ran = [life for life in lives if life.released is not None]
+    released = _earliest(life.released for life in ran)
     phase = _phase(lives)
-    bound = _latest_of_all(life.bound for life in lives) if released is not None else None
+    bound = _latest_of_all(life.bound for life in ran) if ran else None
     finished = _latest_of_all(life.finished for life in lives) if phase.ended else None
     if phase is not Phase.DELETED and phase.ended and released is None:
         phase = Phase.DELETED
     limits = [life.workflow_max_running for life in lives if life.workflow_max_running is not None]
+    pods = tuple(
+        PodRun(life.name, life.released, life.requests, life.bound, life.node, life.finished)
+        for life in sorted(ran, key=lambda life: (life.released or 0.0, life.name))
+        if life.released is not None
+    ) if first.group else ()
     return Record(
         namespace=first.namespace,
         name=first.name,
@@ -215,11 +275,12 @@ def workload(lives: list[Life]) -> Record:
         group_size=max(life.group_size for life in lives) if first.group else 1,
         submitter=first.submitter,
         priority=max(life.priority for life in lives),
-        requests=requests,
+        requests=_total(ran or _waiting(lives)),
         released=released,
         bound=bound,
-        node=next((life.node for life in lives if life.node), ""),
+        node=next((life.node for life in ran if life.node), ""),
         finished=finished,
+        pods=pods,
     )
 
 

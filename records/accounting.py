@@ -2,9 +2,11 @@
 
 For a period ``[since, until)`` and each scope:
 
-* ``gpu_hours`` — GPUs × the part of each workload's run (bound, or released, to finished; to
-  ``until`` while it still runs) that falls inside the period, in hours.
-* ``jobs`` — workloads whose run overlaps the period.
+* ``gpu_hours`` — GPUs × the part of each run (bound, or released, to finished; to ``until``
+  while it still runs) that falls inside the period, in hours. A run is one pod's: a pod
+  group's GPU-hours are the sum of its released pods' (``Record.runs``), each with its own
+  GPUs and times, so pods that ended early or were never released add nothing after that.
+* ``jobs`` — workloads one of whose runs overlaps the period.
 * ``waits`` — from submission to release, for the workloads released inside the period (mean,
   p95 by nearest rank; ``records.figures``). ``waiting`` counts those still pending at
   ``until``.
@@ -22,7 +24,7 @@ from types import MappingProxyType
 
 from policy import keys
 from records.figures import Waits, step_series
-from records.trace import Record
+from records.trace import PodRun, Record
 
 NO_TEAM = "(no team)"
 NO_USER = "(unknown)"
@@ -66,8 +68,8 @@ class Report:
     total: Line
 
 
-def run_in(r: Record, since: float, until: float) -> tuple[float, float] | None:
-    """The part of ``r``'s run inside ``[since, until)``, if any."""
+def run_in(r: PodRun, since: float, until: float) -> tuple[float, float] | None:
+    """The part of the run ``r`` inside ``[since, until)``, if any."""
     started = r.started
     if started is None:
         return None
@@ -94,9 +96,13 @@ def account(
     waiting: dict[str, int] = {}
     for r in records:
         scope = scope_of(r, by)
-        run = run_in(r, since, until)
-        if run is not None:
-            seconds[scope] = seconds.get(scope, 0.0) + (run[1] - run[0]) * r.amount(resource)
+        ran = False
+        for pod in r.runs:
+            run = run_in(pod, since, until)
+            if run is not None:
+                seconds[scope] = seconds.get(scope, 0.0) + (run[1] - run[0]) * pod.amount(resource)
+                ran = True
+        if ran:
             jobs[scope] = jobs.get(scope, 0) + 1
         if r.released is not None and since <= r.released < until:
             waits.setdefault(scope, []).append(r.released - r.submitted)
@@ -141,8 +147,9 @@ def usage_over_time(
     """Per scope, the GPUs in use over the period as a step function (``figures.step_series``)."""
     intervals: dict[str, list[tuple[float, float, float]]] = {}
     for r in records:
-        run = run_in(r, since, until)
-        amount = r.amount(resource)
-        if run is not None and amount:
-            intervals.setdefault(scope_of(r, by), []).append((run[0], run[1], amount))
+        for pod in r.runs:
+            run = run_in(pod, since, until)
+            amount = pod.amount(resource)
+            if run is not None and amount:
+                intervals.setdefault(scope_of(r, by), []).append((run[0], run[1], amount))
     return MappingProxyType({s: step_series(iv) for s, iv in sorted(intervals.items())})

@@ -5,6 +5,11 @@ bound and finished, and what it asked for. Times are seconds since the epoch as 
 policy model's clock); on the wire they are RFC 3339 UTC with microseconds. A float keeps a
 microsecond exactly for any date this century, so a trace reads back as it was written.
 
+A pod group's record lists the pods it released (``pods``: ``PodRun``), each with its own
+requests and times, so that what the group used is summed pod by pod (``Record.runs``); a
+single pod's record is its own run. Traces without ``pods`` (older recorders, ``records
+synth``) read as before: the workload is one run.
+
 Reading validates every line and raises ``TraceError`` naming the line and the field; unknown
 fields are ignored, so an older reader accepts a newer recorder's export.
 """
@@ -20,7 +25,7 @@ from enum import StrEnum
 from typing import IO, Any, NotRequired, TypedDict
 
 from policy import keys
-from policy.quantities import EMPTY, QuantityError, Resources, format_amount, parse_resources
+from policy.quantities import EMPTY, QuantityError, Resources, add, format_amount, parse_resources
 
 
 class Phase(StrEnum):
@@ -35,6 +40,32 @@ class Phase(StrEnum):
     @property
     def ended(self) -> bool:
         return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
+
+
+def started_at(bound: float | None, released: float | None) -> float | None:
+    """When a run began: when it was bound, else when it was released (a released pod holds
+    its slot from its release, placed or not)."""
+    return bound if bound is not None else released
+
+
+@dataclass(frozen=True, slots=True)
+class PodRun:
+    """One pod a group released: what it asked for, and when it was released, bound and ended."""
+
+    name: str
+    released: float
+    requests: Resources = field(default_factory=lambda: EMPTY)  # milli-units, as the scheduler counts
+    bound: float | None = None
+    node: str = ""
+    finished: float | None = None
+
+    @property
+    def started(self) -> float | None:
+        return started_at(self.bound, self.released)
+
+    def amount(self, resource: str = keys.GPU_RESOURCE) -> float:
+        """How much of ``resource`` it asked for, in units (2 GPUs -> 2.0)."""
+        return self.requests.get(resource, 0) / 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +84,7 @@ class Record:
     group_size: int = 1
     submitter: str = ""
     priority: int = 0
-    requests: Resources = field(default_factory=lambda: EMPTY)  # summed over the group, milli-units
+    requests: Resources = field(default_factory=lambda: EMPTY)  # summed over the pods it released
     released: float | None = None
     bound: float | None = None
     node: str = ""
@@ -61,6 +92,9 @@ class Record:
     again: int = 0
     """How many earlier workloads had this one's name (or group) in its namespace: a name used
     again once its pod was deleted, a group name used again once its run had ended."""
+    pods: tuple[PodRun, ...] = ()
+    """A group's released pods, in order of release (empty for a single pod, a group not yet
+    released, and traces written without them)."""
 
     @property
     def key(self) -> str:
@@ -72,7 +106,17 @@ class Record:
     @property
     def started(self) -> float | None:
         """When it began to run: bound, else released."""
-        return self.bound if self.bound is not None else self.released
+        return started_at(self.bound, self.released)
+
+    @property
+    def runs(self) -> tuple[PodRun, ...]:
+        """What it ran, pod by pod: a group's ``pods``; else the workload as one run (a single
+        pod, or a group from a trace without ``pods``); nothing when it was never released."""
+        if self.pods:
+            return self.pods
+        if self.released is None:
+            return ()
+        return (PodRun(self.name, self.released, self.requests, self.bound, self.node, self.finished),)
 
     @property
     def wait(self) -> float | None:
@@ -90,6 +134,17 @@ class Record:
     def amount(self, resource: str = keys.GPU_RESOURCE) -> float:
         """How much of ``resource`` it asked for, in units (2 GPUs -> 2.0)."""
         return self.requests.get(resource, 0) / 1000
+
+
+class PodRunJSON(TypedDict):
+    """One of a group's released pods, as JSON."""
+
+    name: str
+    released: str
+    requests: NotRequired[dict[str, str]]
+    bound: NotRequired[str | None]
+    node: NotRequired[str | None]
+    finished: NotRequired[str | None]
 
 
 class RecordJSON(TypedDict):
@@ -113,6 +168,7 @@ class RecordJSON(TypedDict):
     node: NotRequired[str | None]
     finished: NotRequired[str | None]
     again: NotRequired[int]
+    pods: NotRequired[list[PodRunJSON]]
 
 
 class TraceError(ValueError):
@@ -160,13 +216,14 @@ def parse_time(text: str) -> float:
 class _Line:
     """Reads the fields of one decoded line, turning every problem into a ``TraceError``."""
 
-    def __init__(self, data: Mapping[str, Any], line: int, source: str) -> None:
+    def __init__(self, data: Mapping[str, Any], line: int, source: str, prefix: str = "") -> None:
         self.data = data
         self.line = line
         self.source = source
+        self.prefix = prefix  # where an object inside the line is: "pods[0]."
 
     def fail(self, name: str, problem: str) -> TraceError:
-        return TraceError(self.line, name, problem, self.source)
+        return TraceError(self.line, self.prefix + name, problem, self.source)
 
     def text(self, name: str, *, required: bool = False) -> str:
         value = self.data.get(name)
@@ -214,6 +271,26 @@ class _Line:
             name, _, problem = text.partition(": ")
             raise self.fail(name, problem or text) from e
 
+    def pods(self) -> tuple[PodRun, ...]:
+        raw = self.data.get("pods")
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise self.fail("pods", f"expected a list of the pods a group released, got {raw!r}")
+        runs = []
+        for i, item in enumerate(raw):
+            where = f"{self.prefix}pods[{i}]"
+            if not isinstance(item, Mapping):
+                raise TraceError(self.line, where, f"expected a JSON object, got {item!r}", self.source)
+            at = _Line(item, self.line, self.source, where + ".")
+            released = at.time("released", required=True)
+            assert released is not None
+            run = PodRun(name=at.text("name", required=True), released=released, requests=at.requests(),
+                         bound=at.time("bound"), node=at.text("node"), finished=at.time("finished"))
+            _in_order(at, run, ("released", "bound", "finished"))
+            runs.append(run)
+        return tuple(runs)
+
     def phase(self) -> Phase:
         value = self.text("phase", required=True)
         try:
@@ -223,16 +300,22 @@ class _Line:
             raise self.fail("phase", f"{value!r} is not one of {allowed}") from e
 
 
-def _check_times(r: Record, at: _Line) -> None:
-    """Times run forward, and the phase agrees with the times that are present."""
-    previous, previous_name = r.submitted, "submitted"
-    for name in ("released", "bound", "finished"):
-        value = getattr(r, name)
+def _in_order(at: _Line, times: Record | PodRun, names: tuple[str, ...]) -> None:
+    """The times ``names`` of ``times`` that are present run forward."""
+    previous: float | None = None
+    previous_name = ""
+    for name in names:
+        value = getattr(times, name)
         if value is None:
             continue
-        if value < previous:
+        if previous is not None and value < previous:
             raise at.fail(name, f"{format_time(value)} is before {previous_name} {format_time(previous)}")
         previous, previous_name = value, name
+
+
+def _check_times(r: Record, at: _Line) -> None:
+    """Times run forward, and the phase agrees with the times that are present."""
+    _in_order(at, r, ("submitted", "released", "bound", "finished"))
     if r.bound is not None and r.released is None:
         raise at.fail("released", "is missing, but the workload was bound (only released pods are bound)")
     if r.phase.ended:
@@ -247,6 +330,34 @@ def _check_times(r: Record, at: _Line) -> None:
         raise at.fail("released", "is missing, but the phase is Running")
     if r.phase is Phase.PENDING and (r.released is not None or r.bound is not None):
         raise at.fail("released" if r.released is not None else "bound", "is set, but the phase is Pending")
+
+
+def _check_pods(r: Record, at: _Line) -> None:
+    """A group's pods fall inside its run and add up to its requests."""
+    if not r.pods:
+        return
+    if not r.group:
+        raise at.fail("pods", "is set, but the workload names no group")
+    for i, run in enumerate(r.pods):
+        where = f"pods[{i}]."
+        if r.released is None or run.released < r.released:
+            first = "missing" if r.released is None else format_time(r.released)
+            raise at.fail(where + "released", f"{format_time(run.released)} is before the workload's "
+                          f"released ({first})")
+        if r.phase.ended and run.finished is None:
+            raise at.fail(where + "finished", f"is missing, but the workload ended ({r.phase.value})")
+        if r.finished is not None and run.finished is not None and run.finished > r.finished:
+            raise at.fail(where + "finished", f"{format_time(run.finished)} is after the workload's "
+                          f"finished {format_time(r.finished)}")
+    total: Resources = EMPTY
+    for run in r.pods:
+        total = add(total, run.requests)
+    if {k: v for k, v in total.items() if v} != {k: v for k, v in r.requests.items() if v}:
+        raise at.fail("requests", f"{_shown(r.requests)}, but its pods ask for {_shown(total)} together")
+
+
+def _shown(requests: Resources) -> str:
+    return "{" + ", ".join(f"{k}: {format_amount(v)}" for k, v in sorted(requests.items())) + "}"
 
 
 def parse_record(data: object, line: int = 1, source: str = "trace") -> Record:
@@ -280,10 +391,12 @@ def parse_record(data: object, line: int = 1, source: str = "trace") -> Record:
         node=at.text("node"),
         finished=at.time("finished"),
         again=at.integer("again", 0, minimum=0) or 0,
+        pods=at.pods(),
     )
     if record.workflow_max_running is not None and not record.workflow:
         raise at.fail("workflowMaxRunning", "is set, but the workload names no workflow")
     _check_times(record, at)
+    _check_pods(record, at)
     return record
 
 
@@ -321,6 +434,21 @@ def record_json(r: Record) -> RecordJSON:
         out["node"] = r.node
     if r.again:
         out["again"] = r.again
+    if r.pods:
+        out["pods"] = [_pod_json(run) for run in r.pods]
+    return out
+
+
+def _pod_json(run: PodRun) -> PodRunJSON:
+    out: PodRunJSON = {"name": run.name, "released": format_time(run.released)}
+    if run.requests:
+        out["requests"] = {name: format_amount(amount) for name, amount in sorted(run.requests.items())}
+    if run.bound is not None:
+        out["bound"] = format_time(run.bound)
+    if run.node:
+        out["node"] = run.node
+    if run.finished is not None:
+        out["finished"] = format_time(run.finished)
     return out
 
 
@@ -335,6 +463,15 @@ def last_time(records: Iterable[Record]) -> float:
             if t is not None and t > end:
                 end = t
     return end
+
+
+def span(records: Iterable[Record]) -> tuple[float, float]:
+    """The range a trace covers: its first submission to its latest time of any kind ((0, 0)
+    when empty). A property of the trace alone, whatever is done with it."""
+    listed = list(records)
+    if not listed:
+        return 0.0, 0.0
+    return min(r.submitted for r in listed), last_time(listed)
 
 
 def read(lines: Iterable[str], source: str = "trace") -> Iterator[Record]:

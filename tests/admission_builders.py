@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Self
 
 from policy import keys, marks, patching
@@ -17,6 +18,7 @@ from policy.admitting import review
 from policy.catalog import Catalog
 from policy.model import Namespace
 from policy.pods import Submitter
+from policy.priorities import PriorityClasses
 from policy.reviews import JOB, POD, Admit, Decision, Kind, Operation, Request
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
@@ -364,8 +366,10 @@ def run(
     now: datetime = NOW,
     may_release: bool = False,
     owner_creator: Submitter | None = None,
+    classes: PriorityClasses = MappingProxyType({}),
 ) -> Decision:
-    """Review ``request`` in the vision world (or the namespace and catalog given) at ``now``."""
+    """Review ``request`` in the vision world (or the namespace and catalog given) at ``now``,
+    with the cluster's PriorityClasses ``classes`` (none by default)."""
     return review(
         request,
         make_namespace() if namespace is None else namespace,
@@ -374,6 +378,7 @@ def run(
         now=now,
         may_release=may_release,
         owner_creator=owner_creator,
+        classes=classes,
     )
 
 

@@ -196,6 +196,13 @@ class MakePod(_Builder):
         self._spec["nodeName"] = name
         return self
 
+    def deleted(self, finalizer: str = "example.com/keep") -> Self:
+        """Deleted, and kept by ``finalizer`` for now: it has a deletionTimestamp."""
+        meta = self._obj["metadata"]
+        meta["deletionTimestamp"] = timestamp(T0 + 60)
+        meta["finalizers"] = [finalizer]
+        return self
+
     def unschedulable(self, message: str) -> Self:
         self._obj["status"].setdefault("conditions", []).append(
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from kube.connecting import KubeError
 from process.probes import Readiness, probe_app
 from webhook.metrics import AdmissionMetrics
-from webhook.reviewing import Authorizer, BadReview, Owners, Reviewer, Source, Webhook
+from webhook.reviewing import Authorizer, BadReview, Classes, Owners, Reviewer, Source, Webhook
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,14 @@ def build_app(
     metrics: AdmissionMetrics | None = None,
     authorizer: Authorizer | None = None,
     owners: Owners | None = None,
+    classes: Classes | None = None,
 ) -> web.Application:
     """``authorizer`` answers whether a user may release a queue by hand; without one no one may.
-    ``owners`` answers who created a pod's Job; without it a Job's stamp is taken as it is."""
+    ``owners`` answers who created a pod's Job; without it a Job's stamp is taken as it is.
+    ``classes`` gives the cluster's PriorityClasses; without it a pod template's class is not
+    judged at its owner's CREATE (each pod's own CREATE still is)."""
     metrics = metrics if metrics is not None else AdmissionMetrics()
-    reviewer = Reviewer(source, settings.controller, metrics, authorizer, owners)
+    reviewer = Reviewer(source, settings.controller, metrics, authorizer, owners, classes)
 
     def endpoint(webhook: Webhook) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -92,7 +95,8 @@ def readiness(source: Source, stopping: asyncio.Event | None = None) -> Readines
         if stopping is not None and stopping.is_set():
             return "shutting down"
         if not source.synced:
-            return "the cache has not listed Queues, Teams, Presets, the Policy, Namespaces and Jobs yet"
+            return ("the cache has not listed Queues, Teams, Presets, the Policy, Namespaces, Jobs "
+                    "and PriorityClasses yet")
         return None
 
     return ready

@@ -21,6 +21,8 @@ REASONS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     for reason, pattern in (
         ("NodeName", r"spec\.nodeName is set"),
         ("SystemKey", r"is written by Sluicegate and cannot be set by users"),
+        ("StampOfOwner", r"pod template carries the submitter stamp of user .*, and the \S+ names "),
+        ("PriorityClass", r'^PriorityClass "[^"]*"'),
         ("GateRemoved", r"may remove the scheduling gate " + re.escape(keys.GATE)),
         ("KeyChanged", r"cannot be (added to|removed from|changed on) "),
         ("PresetNotAllowed", r'^preset "[^"]*".* is not allowed in namespace '),

@@ -25,6 +25,7 @@ from policy.guarding import release_queue
 from policy.model import Namespace
 from policy.patching import escape
 from policy.pods import Submitter
+from policy.priorities import PriorityClasses
 from policy.reviews import (
     OWNER_TEMPLATES,
     AdmissionRequest,
@@ -66,6 +67,13 @@ class Owners(Protocol):
     """Who created a pod's owner, when known: ``webhook.owners.JobCreators`` in a running server."""
 
     async def creator(self, request: Request, namespace: str) -> Submitter | None: ...
+
+
+class Classes(Protocol):
+    """The cluster's PriorityClasses: ``webhook.priorityclasses.ClusterPriorityClasses`` in a
+    running server."""
+
+    def classes(self) -> PriorityClasses: ...
 
 
 class Authorizer(Protocol):
@@ -147,12 +155,14 @@ class Reviewer:
         metrics: AdmissionMetrics,
         authorizer: Authorizer | None = None,
         owners: Owners | None = None,
+        classes: Classes | None = None,
     ) -> None:
         self.source = source
         self.controller = controller
         self.metrics = metrics
         self.authorizer = authorizer
         self.owners = owners
+        self.classes = classes
 
     async def _may_release(self, review: Review) -> bool:
         """Asked only when the request removes a gate; without an authorizer no one may."""
@@ -175,6 +185,7 @@ class Reviewer:
             decision = admitting.review(
                 request, namespace, self.source.catalog(), controller=self.controller,
                 now=datetime.now(UTC), may_release=may_release, owner_creator=owner_creator,
+                classes=self.classes.classes() if self.classes is not None else fields.EMPTY_OBJ,
             )
         except MalformedReview as e:  # a shape no API server sends
             raise BadReview(f"AdmissionReview.request: {e}") from None

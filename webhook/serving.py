@@ -18,6 +18,7 @@ from process.signals import stopped
 from webhook.application import build_app, operations_app
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators
+from webhook.priorityclasses import ClusterPriorityClasses
 from webhook.settings import Settings, parse
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,13 @@ async def serve(settings: Settings) -> None:
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
     owners = JobCreators.watching(cache)
+    classes = ClusterPriorityClasses.watching(cache)
     metrics = AdmissionMetrics()
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
-    servers.tls(build_app(settings, cache, metrics, AccessReviews(connection), owners), settings.host,
-                settings.port, certificate, connections=settings.max_connections)
+    app = build_app(settings, cache, metrics, AccessReviews(connection), owners, classes)
+    servers.tls(app, settings.host, settings.port, certificate, connections=settings.max_connections)
     servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
                   settings.metrics_port)
     cache.start()

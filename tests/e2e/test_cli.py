@@ -143,15 +143,17 @@ def _namespace_reader(scene: Scene, ns: str, directory: Path) -> Path:
     return _kubeconfig(scene, directory / "reader.kubeconfig", {"token": token}, ns)
 
 
-def _kubeconfig(scene: Scene, path: Path, user: dict[str, Any], ns: str) -> Path:
+def _kubeconfig(scene: Scene, path: Path, user: dict[str, Any], ns: str | None) -> Path:
     """A kubeconfig for the session cluster with ``user`` as its user entry and ``ns`` as its
-    context's namespace."""
+    context's namespace (None: the context names none)."""
     admin = yaml.safe_load(scene.cluster.kubeconfig.read_text())
+    context = {"cluster": admin["clusters"][0]["name"], "user": "reader"}
+    if ns is not None:
+        context["namespace"] = ns
     config = {
         "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
         "users": [{"name": "reader", "user": user}],
-        "contexts": [{"name": "reader", "context": {"cluster": admin["clusters"][0]["name"], "user": "reader",
-                                                    "namespace": ns}}],
+        "contexts": [{"name": "reader", "context": context}],
         "current-context": "reader",
     }
     path.write_text(kubeyaml.dump(config))
@@ -238,6 +240,17 @@ def test_an_engineer_with_the_sample_reader_rights_sees_queues_and_their_namespa
         everywhere = run(f"sluicegate pods -A --kubeconfig {config}", env)
         assert everywhere.returncode == 1 and everywhere.stderr.count("\n") == 1
         assert everywhere.stderr.startswith("sluicegate: forbidden: "), everywhere.stderr
+
+        # A kubeconfig that names no namespace (so "default", where alice may read no pods), and
+        # the global flag before the command: still the Queue status, no pod read.
+        bare = _kubeconfig(scene, tmp_path / "alice-bare.kubeconfig", {"token": token}, None)
+        for command in (f"sluicegate queues --kubeconfig {bare}", f"sluicegate --kubeconfig {bare} queues"):
+            shown = run(command, env)
+            assert shown.returncode == 0, f"{command}: {shown.stderr}"
+            assert shown.stderr.startswith("Note: from the Queue status the controller writes"), shown.stderr
+            assert "forbidden" not in shown.stderr, shown.stderr
+            again = {r["NAME"]: r for r in rows(shown.stdout)}[stopped]
+            assert (again["PENDING"], again["RUNNING"], again["GPUS"]) == ("2", "0/0", "0/-"), shown.stdout
     finally:
         for kind in ("clusterrolebinding", "clusterrole"):
             scene.kubectl("delete", kind, reader, "--ignore-not-found", check=False)

@@ -46,6 +46,7 @@ def samples(cluster: LocalCluster, running: LocalSluicegate) -> Iterator[LocalCl
     for args in (("delete", "namespace", "speech-research"),
                  ("delete", "queue", "speech-train"), ("delete", "team", "speech"),
                  ("delete", "clusterrolebinding", "sluicegate-reader-speech"),
+                 ("delete", "priorityclass", "speech-urgent"),
                  ("delete", "-k", str(SAMPLES))):
         cluster.kubectl(*args, "--ignore-not-found", "--timeout=120s", check=False)
 

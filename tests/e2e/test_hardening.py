@@ -1,7 +1,8 @@
 """Issue 7 through the real API server: forged mirror pods and forged group members are refused,
 a node's own mirror pod is admitted unchanged, and break glass works only for a user allowed to
 ``release`` the pod's Queue; marks forged before a namespace opts in or through pods/status,
-someone else's stamped CronJob and a count of thousands of digits are refused; relabelling a
+someone else's stamped CronJob (edited, or run by hand with kubectl create job --from) and a
+count of thousands of digits are refused; relabelling a
 namespace does not free its running pods' slots."""
 
 from __future__ import annotations
@@ -383,6 +384,30 @@ def test_another_users_stamped_cronjob_cannot_be_edited_to_run_as_them(project: 
     assert kept["spec"]["containers"][0]["image"] == stored["spec"]["containers"][0]["image"]
 
     project.user("olga", "vision-devs").run("patch", "cronjob", "oncall-cj", "--type=json", "-p", edit)
+
+
+def test_a_job_made_from_another_users_cronjob_is_refused_naming_whose_stamp_it_carries(
+    project: Project, train: str
+) -> None:
+    """olga's suspended CronJob; alice, who may create Jobs here, runs it by hand."""
+    job = suspended_job("x", project.namespace)
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": "nightly-retrain", "namespace": project.namespace},
+               "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
+    project.user("olga", "vision-devs").run("create", "-f", "-", input=kubeyaml.dump(cronjob))
+
+    refusal = project.user("alice", "vision-devs").fails(
+        "create", "job", "manual-run", "--from=cronjob/nightly-retrain")
+    assert "jobs.mutate.sluicegate.dev" in refusal and "denied the request" in refusal
+    assert (
+        f"this Job's pod template carries the submitter stamp of user olga (annotation "
+        f"{keys.SUBMITTER_ANNOTATION}), and the Job names CronJob nightly-retrain as its owner, as "
+        "kubectl create job --from=cronjob/nightly-retrain makes it: its pods would be judged and "
+        "counted as olga's, so only olga or the CronJob controller may create Jobs from that "
+        "CronJob; create a Job of your own instead"
+    ) in refusal
+    assert WRITTEN_BY_SLUICEGATE not in refusal
+    assert project.admin.run("get", "jobs", "-o", "name") == ""
 
 
 def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project: Project) -> None:

@@ -19,7 +19,7 @@ class Usage:
         self.used: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         for w in running:
             for scope in self.scopes(w):
-                self.count[scope] += 1
+                self.count[scope] += 0 if w.joins else 1  # joining pods: their group has the slot
                 self.used[scope].update(w.requests)
 
     @staticmethod
@@ -45,25 +45,29 @@ def _over(used: Counter[str], w: Workload, quota: object) -> bool:
 def failing_layers(w: Workload, snap: Snapshot, usage: Usage) -> list[Reason]:
     """Every layer ``w`` fails under ``usage``, in order (empty: it fits every limit)."""
     out = []
-    limit = w.workflow_max_running
-    if w.workflow and limit is not None and usage.count[("workflow", w.workflow)] >= limit:
+    slot = 0 if w.joins else 1  # pods joining a running group take no new slot
+
+    def full(scope: tuple[str, str], limit: int | None) -> bool:
+        return limit is not None and usage.count[scope] + slot > limit
+
+    if w.workflow and full(("workflow", w.workflow), w.workflow_max_running):
         out.append(Reason.WORKFLOW_LIMIT)
     queue = snap.queues.get(w.queue)
     if queue is None or queue.paused:
         out.append(Reason.QUEUE_PAUSED)
     else:
-        if queue.max_running is not None and usage.count[("queue", w.queue)] >= queue.max_running:
+        if full(("queue", w.queue), queue.max_running):
             out.append(Reason.QUEUE_LIMIT)
         if _over(usage.used[("queue", w.queue)], w, queue.quota):
             out.append(Reason.QUEUE_QUOTA)
     team = snap.teams.get(w.team)
     if team is not None:
-        if team.max_running is not None and usage.count[("team", w.team)] >= team.max_running:
+        if full(("team", w.team), team.max_running):
             out.append(Reason.TEAM_LIMIT)
         if _over(usage.used[("team", w.team)], w, team.quota):
             out.append(Reason.TEAM_QUOTA)
     policy = snap.policy
-    if policy.max_running is not None and usage.count[("cluster", "")] >= policy.max_running:
+    if full(("cluster", ""), policy.max_running):
         out.append(Reason.GLOBAL_LIMIT)
     if _over(usage.used[("cluster", "")], w, policy.quota):
         out.append(Reason.GLOBAL_QUOTA)
@@ -73,7 +77,7 @@ def failing_layers(w: Workload, snap: Snapshot, usage: Usage) -> list[Reason]:
 def limit_breaches(snap: Snapshot, released: Iterable[Workload]) -> list[str]:
     """Scopes that a release pushed over a limit: count over maxRunning, or a quota'd resource
     that a released workload asks for over its cap. Work already over a lowered limit is no
-    breach by itself; adding to it is."""
+    breach by itself; adding to it is, pods joining a running group there included."""
     released = list(released)
     after = usage_after(snap, released)
     out = []
@@ -89,7 +93,8 @@ def limit_breaches(snap: Snapshot, released: Iterable[Workload]) -> list[str]:
             elif kind == "cluster":
                 limit, quota = snap.policy.max_running, snap.policy.quota
             if limit is not None and after.count[(kind, name)] > limit:
-                out.append(f"{kind} {name}: {after.count[(kind, name)]} running > {limit}")
+                out.append(f"{kind} {name}: {after.count[(kind, name)]} running > {limit}"
+                           + (" (joined)" if w.joins else ""))
             for r, cap in (quota or {}).items():
                 if w.requests.get(r, 0) and after.used[(kind, name)][r] > cap:
                     out.append(f"{kind} {name}: {r} {after.used[(kind, name)][r]} > {cap}")
@@ -145,12 +150,18 @@ def in_order(workloads: Iterable[Workload]) -> list[Workload]:
     return sorted(workloads, key=lambda w: (-w.priority, w.created, w.key))
 
 
+def in_line(w: Workload) -> bool:
+    """Whether ``w`` takes its place in its queue's line: a whole workload, and not pods joining
+    a running group (those go with their group, ahead of the line, and never head it)."""
+    return w.complete and not w.joins
+
+
 def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Workload]:
     """Each queue's head among ``waiting``: its first whole workload that could ever run, when
     that one could run now; for a BestEffortFIFO queue, the first that could run now."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     for w in waiting:
-        if w.complete and never(w, snap) is None:
+        if in_line(w) and never(w, snap) is None:
             by_queue[w.queue].append(w)
     out = []
     for name, line in by_queue.items():
@@ -205,8 +216,8 @@ def excused(w: Workload, snap: Snapshot, waiting: list[Workload], usage: Usage) 
     higher priority (or a starving one of equal priority) that could run now needs what ``w``
     would take, or ``w`` stands behind the head of its StrictFIFO queue."""
     queue = snap.queues.get(w.queue)
-    if queue is not None and queue.ordering is Ordering.STRICT_FIFO:
-        ahead = [v for v in waiting if v.queue == w.queue and v.complete and never(v, snap) is None]
+    if queue is not None and queue.ordering is Ordering.STRICT_FIFO and in_line(w):
+        ahead = [v for v in waiting if v.queue == w.queue and in_line(v) and never(v, snap) is None]
         if in_order(ahead)[0] is not w:
             return True
     mine = level(snap, w)

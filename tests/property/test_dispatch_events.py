@@ -1,5 +1,6 @@
 """Dispatch over random sequences of events: submit (ordinary work, work too big for any quota,
-work that has waited past starvationSeconds), finish, change a limit, pause, and dispatch.
+work that has waited past starvationSeconds), finish, change a limit, pause, swap a member of a
+running pod group (delete a released member, create members with other requests), and dispatch.
 
 After every decision the checks of the snapshot properties hold, the release is applied as
 the controller would (the workloads start running), and asking again at once releases nothing.
@@ -10,6 +11,7 @@ legitimate hold keeps it; and starving claims move the round-robin turn only in 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -17,8 +19,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from policy import keys
 from policy.dispatching import Decision, Turns, dispatch
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
+from policy.pods import Phase, Pod
+from policy.quantities import EMPTY
+from policy.workloads import group_workloads
 from tests.property.oracle import excused, failing_layers, limit_breaches, never, starving, usage_after
 from tests.property.snapshots import GPU, NOW, QUEUES, TEAMS, WORKFLOW_MAX, WORKFLOWS, applied, make_workload
 from tests.property.test_dispatch_properties import reasons_are_true
@@ -93,10 +99,34 @@ class Cluster(RuleBasedStateMachine):
         running = [w for w in self.snap.workloads if w.state is State.RUNNING]
         if running:
             done = running[pick % len(running)]
+            if _pod_level(done):
+                ended = [replace(p, phase=Phase.SUCCEEDED) for p in done.pods]
+                self.snap = _regrouped(self.snap, done.key, [*ended, *_gated_members(self.snap, done.key)])
+                return
             self.snap = replace(
                 self.snap,
                 workloads=[replace(w, state=State.FINISHED) if w is done else w for w in self.snap.workloads],
             )
+
+    @rule(pick=st.integers(0, 1000), victim=st.integers(0, 7),
+          joining=st.lists(st.sampled_from([0, 1, 2, 4, 8]), min_size=1, max_size=3))
+    def swap_member(self, pick: int, victim: int, joining: list[int]) -> None:
+        """A released member of a running pod group is deleted and members with other requests
+        are created with the same group label and size: they join only through every limit."""
+        groups = [w for w in self.snap.workloads
+                  if w.state is State.RUNNING and w.key.startswith("ml/group:") and w.key.count("/") == 1]
+        if not groups:
+            return
+        group = groups[pick % len(groups)]
+        pods = _as_pods(group)
+        del pods[victim % len(pods)]
+        for gpus in joining:
+            self.counter += 1
+            pods.append(replace(pods[0] if pods else _as_pods(group)[0], name=f"joiner-{self.counter}",
+                                uid=f"uid-joiner-{self.counter}", gated=True, phase=Phase.PENDING,
+                                requests=MappingProxyType({GPU: gpus * 1000}) if gpus else EMPTY,
+                                created=self.snap.now))
+        self.snap = _regrouped(self.snap, group.key, [*pods, *_gated_members(self.snap, group.key)])
 
     @rule(queue=st.sampled_from(QUEUES), max_running=small_limits, quota=gpu_quotas)
     def change_queue(self, queue: str, max_running: int | None, quota: MappingProxyType[str, int]) -> None:
@@ -130,7 +160,7 @@ class Cluster(RuleBasedStateMachine):
         turns_follow_the_rotation(self.snap, self.turns, decision)
         assert not running_before & {w.key for w in decision.release}
         assert not running_before & set(decision.waiting)
-        self.snap, self.turns = applied(self.snap, decision.release), decision.turns
+        self.snap, self.turns = _applied(self.snap, decision.release), decision.turns
         assert dispatch(self.snap, self.turns).release == ()
 
     @invariant()
@@ -140,6 +170,61 @@ class Cluster(RuleBasedStateMachine):
             after = usage_after(self.snap)
             running: list[Workload] = [w for w in self.snap.workloads if w.state is State.RUNNING]
             assert after.count[("cluster", "")] == len(running)
+
+
+def _pod_level(w: Workload) -> bool:
+    """Whether ``w`` is made of pods as admission writes them (a swapped group), not a stand-in."""
+    return bool(w.pods) and bool(w.pods[0].queue)
+
+
+def _as_pods(w: Workload) -> list[Pod]:
+    """The pods of running group ``w`` as admission wrote them, released; a stand-in group's
+    requests all on its first pod."""
+    if _pod_level(w):
+        return [p for p in w.pods if not p.gated]
+    name = w.key.split("group:", 1)[1]
+    labels = {keys.QUEUE_LABEL: w.queue, keys.TEAM_LABEL: w.team, keys.GROUP_LABEL: name}
+    notes = {keys.GROUP_SIZE_ANNOTATION: str(w.group_size)}
+    if w.workflow:
+        labels[keys.WORKFLOW_LABEL] = w.workflow.split("/", 1)[1]
+        notes[keys.WORKFLOW_MAX_RUNNING_ANNOTATION] = str(w.workflow_max_running)
+    return [
+        Pod("ml", f"{name}-{j}", uid=f"uid-{name}-{j}", labels=MappingProxyType(labels),
+            annotations=MappingProxyType(notes), requests=w.requests if j == 0 else EMPTY,
+            priority=w.priority, created=w.created, phase=Phase.RUNNING)
+        for j in range(len(w.pods))
+    ]  # fmt: skip
+
+
+def _members(snap: Snapshot, key: str) -> list[Workload]:
+    return [w for w in snap.workloads if w.key == key or w.key.startswith(key + "/")]
+
+
+def _gated_members(snap: Snapshot, key: str) -> list[Pod]:
+    return [p for w in _members(snap, key) if _pod_level(w) for p in w.pods if p.gated]
+
+
+def _regrouped(snap: Snapshot, key: str, pods: Sequence[Pod]) -> Snapshot:
+    """``snap`` with the workloads of group ``key`` made again from its ``pods``, as the
+    controller builds them (``policy.workloads``)."""
+    gone = {w.key for w in _members(snap, key)}
+    kept = [w for w in snap.workloads if w.key not in gone]
+    return replace(snap, workloads=[*kept, *group_workloads(key, pods)])
+
+
+def _applied(snap: Snapshot, released: Sequence[Workload]) -> Snapshot:
+    """``applied``, with the pods of a swapped group released for real and its workloads made
+    again: pods that joined become part of their running group."""
+    stand_ins = [w for w in released if not _pod_level(w)]
+    snap = applied(snap, stand_ins)
+    for w in released:
+        if _pod_level(w):
+            group = w.key.split("/joining")[0]
+            ungated = {p.uid for p in w.pods}
+            pods = [replace(p, gated=False) if p.uid in ungated else p
+                    for m in _members(snap, group) for p in m.pods]
+            snap = _regrouped(snap, group, pods)
+    return snap
 
 
 def releases_when_it_can(snap: Snapshot, decision: Decision) -> None:
@@ -183,7 +268,7 @@ def turns_follow_the_rotation(snap: Snapshot, turns: Turns, decision: Decision) 
         )
         turn = turns.last.get(level)
         for w in decision.release:
-            if snap.queues[w.queue].priority != level:
+            if snap.queues[w.queue].priority != level or w.joins:  # joining pods take no turn
                 continue
             if w.key in decision.claimed:
                 following = active[0] if turn is None else next((n for n in active if n > turn), active[0])

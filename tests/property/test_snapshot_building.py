@@ -1,6 +1,6 @@
 """The controller's snapshot building (``extender.snapshots``), which keeps unchanged workloads
 between cycles, gives exactly the workloads ``policy.workloads.build_workloads`` gives over the
-same pods, cycle after cycle: pod groups with stragglers and surplus pods, and one limit per
+same pods, cycle after cycle: pod groups with joining and surplus pods, and one limit per
 workflow whichever pod carries it."""
 
 from __future__ import annotations

@@ -387,3 +387,41 @@ def test_an_untrusted_cronjob_controller_passes_on_no_stamp() -> None:
     job = stamped_job("CronJob", Submitter("alice"))
     decision = run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=catalog)
     assert isinstance(decision, Deny)
+
+
+def job_from_cronjob(stamped_for: Submitter, name: str = "manual-1") -> dict[str, Any]:
+    """A Job as ``kubectl create job --from=cronjob/nightly-retrain`` makes it from a CronJob
+    whose template admission stamped for ``stamped_for``: owned by the CronJob, stamp copied."""
+    job = stamped_job("CronJob", stamped_for)
+    job["metadata"]["name"] = name
+    job["metadata"]["annotations"] = {"cronjob.kubernetes.io/instantiate": "manual"}
+    job["metadata"]["ownerReferences"][0]["name"] = "nightly-retrain"
+    return job
+
+
+def test_a_job_made_by_hand_from_someone_elses_cronjob_is_refused_naming_whose_stamp_it_carries() -> None:
+    carol = Submitter("carol", frozenset({"vision-devs"}))
+    decision = run(create(job_from_cronjob(carol), "alice", "vision-devs", kind=JOB))
+    assert decision == Deny(
+        "this Job's pod template carries the submitter stamp of user carol (annotation "
+        f"{keys.SUBMITTER_ANNOTATION}), and the Job names CronJob nightly-retrain as its owner, as "
+        "kubectl create job --from=cronjob/nightly-retrain makes it: its pods would be judged and "
+        "counted as carol's, so only carol or the CronJob controller may create Jobs from that "
+        "CronJob; create a Job of your own instead"
+    )
+    # Without the ownerReference nothing says where the stamp came from: written by hand.
+    job = job_from_cronjob(carol)
+    del job["metadata"]["ownerReferences"]
+    assert run(create(job, "alice", "vision-devs", kind=JOB)) == Deny(FORGED_SUBMITTER)
+
+
+def test_a_job_made_by_hand_from_ones_own_cronjob_is_admitted_unless_the_groups_differ() -> None:
+    alice = Submitter("alice", frozenset({"vision-devs"}))
+    assert isinstance(run(create(job_from_cronjob(alice), "alice", "vision-devs", kind=JOB)), Admit)
+    decision = run(create(job_from_cronjob(alice), "alice", kind=JOB))
+    assert isinstance(decision, Deny)
+    assert decision.message.startswith(
+        "this Job's pod template carries the submitter stamp of user alice in groups vision-devs ")
+    assert "only alice in groups vision-devs or the CronJob controller may create Jobs from that " \
+        "CronJob (you are alice in groups (none)); create a Job of your own instead" in decision.message
+

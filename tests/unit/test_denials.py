@@ -25,6 +25,9 @@ from webhook.denials import OTHER, reason
 
 GPU = make_pod().gpus(1)
 GATED = make_pod().queue("vision-train").gpus(1).gated()
+FROM_CRONJOB = make_job(make_pod().queue("vision-train").gpus(1).submitter("carol").template())
+FROM_CRONJOB["metadata"]["ownerReferences"] = [
+    {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]
 BROKEN = vision_catalog(
     queues=[{"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}],
     presets=[make_preset("broken").pod("nodeName", "x").obj()],
@@ -64,6 +67,11 @@ BROKEN = vision_catalog(
         pytest.param(create(make_pod().queue("nope").obj()), None, None,
                      "QueueNotOpen", id="a queue that does not exist, where it must read as not open"),
         pytest.param(create(GPU.obj()), None, None, "NoQueue", id="no queue anywhere"),
+        pytest.param(create_job(FROM_CRONJOB), None, None, "StampOfOwner",
+                     id="a Job made by hand from someone else's stamped CronJob"),
+        pytest.param(create(make_pod().queue("vision-train").gpus(1).spec("priorityClassName", "high")
+                            .spec("priority", 1000).spec("preemptionPolicy", "PreemptLowerPriority").obj()),
+                     None, None, "PriorityClass", id="a PriorityClass that preempts"),
         pytest.param(create(make_pod().queue("vision-train").group("g").obj()), None, None,
                      "BadAnnotation", id="a group without a size"),
         pytest.param(create(make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}})

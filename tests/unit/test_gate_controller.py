@@ -314,6 +314,19 @@ async def test_a_pod_whose_sluicegate_keys_admission_never_wrote_counts_for_noth
     assert "forged" in world.api.gated()
 
 
+async def test_a_pod_deleted_while_it_waits_is_never_released_and_holds_no_slot(world: World) -> None:
+    """A finalizer keeps a deleted gated pod: it has left its queue, so it is not released, and
+    the two slots go to the pods still waiting behind it."""
+    kept = gated_pod("kept", created=0).deleted()
+    world.submit(kept, *(gated_pod(f"p{i}", created=i + 1) for i in range(3)))
+    world.controller.cycle()
+    await world.settle()
+
+    assert world.released() == {"p0", "p1"}
+    assert "kept" in world.api.gated()
+    assert world.api.condition(NS, "kept") is None
+
+
 async def test_a_pod_of_a_namespace_that_never_opted_in_counts_for_nothing(world: World) -> None:
     """Queue and team labels written by hand in a namespace without the team label (the webhook
     never saw the pod), even with an admission stamp: neither released nor taking a slot."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from policy.dispatching import dispatch
 from policy.keys import Reason
-from tests.builders import MakePolicy, MakeQueue, MakeTeam
+from tests.builders import MakePod, MakePolicy, MakeQueue, MakeTeam, snapshot
 from tests.unit.test_dispatching import Case, check, gated, running
 
 R = Reason
@@ -204,3 +205,37 @@ HOLDS = [
 @pytest.mark.parametrize("case", HOLDS, ids=lambda c: c.id)
 def test_holds(case: Case) -> None:
     check(case)
+
+
+def test_a_hold_for_another_namespace_names_its_queue_and_priority_not_its_pod() -> None:
+    """One team's pods never read another's names: the head that holds is named only when it is
+    of the waiting pod's own namespace."""
+    pods = [
+        MakePod("nlp-research", "dmitri-private-llm-finetune").queue("notebooks").team("nlp").gpus(4).gated(),
+        MakePod("vision-research", "train").queue("vision-train").team("vision").gpus(1).gated(),
+        MakePod("nlp-research", "mine").queue("nlp-train").team("nlp").gpus(1).gated(),
+    ]
+    queues = [MakeQueue("notebooks").priority(20).max_running(5), MakeQueue("vision-train").priority(10),
+              MakeQueue("nlp-train").priority(10)]
+    policy = MakePolicy().quota(gpus=4)
+    busy = MakePod("other", "busy").queue("vision-train").team("vision").gpus(1).running("n1")
+    decision = dispatch(snapshot([*pods, busy], queues, [MakeTeam("vision"), MakeTeam("nlp")], policy))
+    assert decision.release == ()
+    theirs = decision.waiting["vision-research/train"].message
+    assert theirs == ("held for work of another namespace in higher-priority queue notebooks (priority 20): "
+                      "it waits for cluster nvidia.com/gpu")
+    assert "dmitri" not in theirs
+    assert decision.waiting["nlp-research/mine"].message == (
+        "held for nlp-research/dmitri-private-llm-finetune in higher-priority queue notebooks (priority 20): "
+        "it waits for cluster nvidia.com/gpu")
+
+
+def test_behind_a_strict_fifo_head_of_another_namespace_names_no_pod() -> None:
+    head = MakePod("nlp-research", "secret-head").queue("shared").team("nlp").gpus(4).gated().created(0)
+    mine = MakePod("vision-research", "small").queue("shared").team("vision").gpus(1).gated().created(1)
+    queues = [MakeQueue("shared").strict().quota(gpus=4)]
+    busy = MakePod("nlp-research", "busy").queue("shared").team("nlp").gpus(1).running("n1")
+    decision = dispatch(snapshot([head, mine, busy], queues, [MakeTeam("vision"), MakeTeam("nlp")]))
+    wait = decision.waiting["vision-research/small"]
+    assert (wait.reason, wait.message) == (
+        R.WAITING_TURN, "behind work of another namespace at the head of StrictFIFO queue shared")

@@ -9,6 +9,7 @@ from typing import Any
 from policy import keys
 from recorder.lives import Life, deleted, life_json, observe, parse_life, workloads
 from recorder.recording import LAST_APPLIED, slim
+from records.accounting import account
 from records.trace import Phase, parse_record, record_json
 from tests.builders import T0, MakePod, timestamp
 
@@ -33,6 +34,16 @@ def terminated(obj: dict[str, Any], at: float) -> dict[str, Any]:
     obj["status"]["containerStatuses"] = [
         {"name": "main", "state": {"terminated": {"exitCode": 0, "finishedAt": timestamp(T0 + at)}}}
     ]
+    return obj
+
+
+def being_deleted(obj: dict[str, Any], at: float, grace: int = 0) -> dict[str, Any]:
+    """``obj`` with the deletion the API server records: a deletionTimestamp ``grace`` seconds
+    after the request at ``at`` (0 for a pod no node runs), kept by a finalizer."""
+    meta = obj["metadata"]
+    meta["deletionTimestamp"] = timestamp(T0 + at + grace)
+    meta["deletionGracePeriodSeconds"] = grace
+    meta["finalizers"] = ["example.com/keep"]
     return obj
 
 
@@ -90,6 +101,48 @@ def test_a_pod_deleted_before_its_end_is_recorded_as_deleted_when_seen_or_when_n
     # A pod that had finished stays as it finished.
     done = observe(terminated(stamped(pod().finished(), admitted=0, dispatched=1), at=9), T0 + 9.5)
     assert deleted(done, T0 + 40) == done
+
+
+def test_a_pod_deleted_while_gated_ends_deleted_even_if_its_gate_is_removed_and_it_runs_later() -> None:
+    """A finalizer keeps a gated pod deleted at 10; something removes its gate a second later
+    (the stamp says 11.2), it is bound and fails. Its life ended at the deletion: no release, no
+    wait, no job."""
+    life = observe(stamped(pod().gated(), admitted=0.5), T0 + 1)
+    life = observe(being_deleted(stamped(pod().gated(), admitted=0.5), at=10), T0 + 10.3, life)
+    assert (life.phase, life.released, life.finished) == (Phase.DELETED, None, T0 + 10.3)
+
+    released = being_deleted(stamped(pod().ungated(), admitted=0.5, dispatched=11.2), at=10)
+    bound = scheduled(being_deleted(stamped(pod().running("gpu-1"), admitted=0.5, dispatched=11.2), at=10),
+                      at=12)
+    failed = terminated(scheduled(being_deleted(stamped(pod().finished("Failed"), admitted=0.5,
+                                                        dispatched=11.2), at=10), at=12), at=15)
+    for now, later in ((11.3, released), (12.5, bound), (15.5, failed)):
+        assert observe(later, T0 + now, life) == life
+    assert deleted(life, T0 + 20) == life  # the finalizer goes, and with it the pod
+
+    (record,) = workloads([life])
+    assert (record.phase, record.released, record.bound, record.finished) == (
+        Phase.DELETED, None, None, T0 + 10.3)
+    report = account([record], since=T0, until=T0 + 60)
+    assert (report.total.jobs, report.total.waits.count, report.total.waiting, report.total.gpu_hours) == (
+        0, 0, 0, 0)
+
+
+def test_a_deletion_seen_only_after_the_fact_counts_a_release_only_when_the_pod_shows_it_came_first() -> None:
+    """First seen after a restart. Released at 11.2 after a deletion at 10: deleted while it
+    waited. Released at 3.5 and bound at 4, then deleted gracefully at 40 (its deletionTimestamp
+    30 s later): it ran."""
+    late = terminated(scheduled(being_deleted(stamped(pod().finished("Failed"), admitted=0.5,
+                                                      dispatched=11.2), at=10), at=12), at=15)
+    life = observe(late, T0 + 900)
+    assert (life.phase, life.released, life.bound, life.finished) == (Phase.DELETED, None, None, T0 + 11)
+
+    ran = being_deleted(scheduled(stamped(pod().running("gpu-2"), admitted=0.5, dispatched=3.5), at=4),
+                        at=40, grace=30)
+    life = observe(ran, T0 + 900)
+    assert (life.phase, life.released, life.bound) == (Phase.RUNNING, T0 + 3.5, T0 + 5)
+    by_hand = being_deleted(scheduled(stamped(pod().running("gpu-2"), admitted=0.5), at=4), at=40, grace=30)
+    assert observe(by_hand, T0 + 900).phase is Phase.RUNNING  # no stamp, but bound before the deletion
 
 
 def test_a_group_makes_one_workload_whose_times_are_its_pods() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cli.__main__ import main
-from records.trace import write
+from records.trace import format_time, write
+from tests.builders import T0
 from tests.traces import job
 
 QUEUE = """\
@@ -76,6 +77,8 @@ def test_json_gives_the_hand_worked_waits_and_their_difference(
     )
     assert data["trace"] == {
         "file": str(files / "trace.jsonl"),
+        "start": format_time(T0),
+        "end": format_time(T0 + 100),
         "workloads": 4,
         "replayed": 4,
         "skipped": 0,
@@ -106,6 +109,21 @@ def test_the_table_compares_with_the_trace_as_recorded_by_default(
         "3m20s",
         "+1m40s",
     ]
+
+
+def test_the_header_gives_the_traces_own_range_whatever_the_policies(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace runs from 0 to 100 s; replayed under maxRunning 1 it ends at 400 s, under 2 at
+    200 s. The header names the trace's range either way."""
+    trace = str(files / "trace.jsonl")
+    headers = []
+    for policies in (["--policy", str(files / "current")],
+                     ["--policy", str(files / "proposed"), "--baseline", str(files / "current")]):
+        assert main(["simulate", "--trace", trace, *policies]) == 0
+        headers.append(capsys.readouterr().out.splitlines()[0])
+    expected = f"trace {trace}: 4 workloads, 4 replayed, {format_time(T0)} to {format_time(T0 + 100)}"
+    assert headers == [expected, expected]
 
 
 def test_png_and_errors(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

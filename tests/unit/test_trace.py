@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
-from records.trace import Phase, Record, TraceError, format_time, load, parse_time, read, to_line, write
+from records.trace import (
+    Phase,
+    PodRun,
+    Record,
+    TraceError,
+    format_time,
+    load,
+    parse_time,
+    read,
+    to_line,
+    write,
+)
 
 T0 = parse_time("2026-11-30T10:00:00Z")
 
@@ -191,3 +204,66 @@ def test_a_workload_recorded_twice_is_refused_naming_both_lines() -> None:
         TraceError, match=r"line 3: workload ml-vision/group:g1 appears again \(first at line 1\)"
     ):
         list(read([text, "", text]))
+
+
+def grouped(*pods: PodRun) -> Record:
+    """``full_record`` (group g1, 2 GPUs, 500m cpu and 16Gi) with the pods it released."""
+    return replace(full_record(), pods=pods)
+
+
+HALF = MappingProxyType({"nvidia.com/gpu": 1000, "cpu": 250, "memory": 8 * 2**30 * 1000})
+TRIAL_0 = PodRun("trial-0", T0 + 12.5, HALF, T0 + 12.9, "gpu-node-1", T0 + 3600)
+TRIAL_1 = PodRun("trial-1", T0 + 12.5, HALF, T0 + 13.000001, "gpu-node-2", T0 + 3613.999999)
+
+
+def test_a_groups_pods_read_back_and_are_its_runs_and_a_group_written_without_them_is_one_run() -> None:
+    record = grouped(TRIAL_0, TRIAL_1)
+    assert list(read([to_line(record)])) == [record]
+    assert json.loads(to_line(record))["pods"][1] == {
+        "name": "trial-1", "released": "2026-11-30T10:00:12.500000Z",
+        "requests": {"cpu": "250m", "memory": "8589934592", "nvidia.com/gpu": "1"},
+        "bound": "2026-11-30T10:00:13.000001Z", "node": "gpu-node-2",
+        "finished": "2026-11-30T11:00:13.999999Z"}
+    assert record.runs == (TRIAL_0, TRIAL_1)
+    # As an older recorder wrote it: the workload is its one run.
+    (older,) = read([to_line(full_record())])
+    assert older.runs == (PodRun("trial-0", T0 + 12.5, full_record().requests, T0 + 13.000001, "gpu-node-1",
+                                 T0 + 3613.999999),)
+
+
+def pods_line(*pods: PodRun, unnamed: int | None = None, **changes: object) -> str:
+    data: dict[str, Any] = json.loads(to_line(grouped(*pods)))
+    if unnamed is not None:
+        del data["pods"][unnamed]["name"]
+    data.update(changes)
+    return json.dumps(data)
+
+
+BAD_PODS = [
+    ("pods that do not add up to the requests", pods_line(TRIAL_0), "requests",
+     "{cpu: 500m, memory: 17179869184, nvidia.com/gpu: 2}, but its pods ask for {cpu: 250m, "
+     "memory: 8589934592, nvidia.com/gpu: 1} together"),
+    ("a pod released before the workload", pods_line(TRIAL_0, replace(TRIAL_1, released=T0 + 12)),
+     "pods[1].released", "is before the workload's released (2026-11-30T10:00:12.500000Z)"),
+    ("a pod without an end in a workload that ended", pods_line(TRIAL_0, replace(TRIAL_1, finished=None)),
+     "pods[1].finished", "is missing, but the workload ended (Succeeded)"),
+    ("a pod bound before it was released", pods_line(replace(TRIAL_0, bound=T0 + 12), TRIAL_1),
+     "pods[0].bound", "is before released"),
+    ("a pod without a name", pods_line(TRIAL_0, TRIAL_1, unnamed=1),
+     "pods[1].name", "is missing"),
+    ("pods of a workload that is no group", pods_line(TRIAL_0, TRIAL_1, group=None, groupSize=None),
+     "pods", "is set, but the workload names no group"),
+    ("pods that are not a list", pods_line(TRIAL_0, TRIAL_1, pods={"a": 1}), "pods", "expected a list"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "problem"), [c[1:] for c in BAD_PODS], ids=[c[0] for c in BAD_PODS]
+)
+def test_a_groups_pods_that_do_not_fit_its_record_are_refused_naming_the_pod_and_field(
+    text: str, field: str, problem: str
+) -> None:
+    with pytest.raises(TraceError) as caught:
+        list(read([text], source="week.jsonl"))
+    assert (caught.value.line, caught.value.field) == (1, field)
+    assert problem in caught.value.problem, caught.value.problem

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from policy import keys, patching
+from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
 from tests.admission_builders import make_job, make_namespace, make_pod, vision_catalog
 from tests.webhook_builders import CONTROLLER, FixedSource, body, review
@@ -218,3 +220,32 @@ async def test_readyz_waits_for_the_cache_and_metrics_count_what_was_answered(
         counted = 'sluicegate_admission_requests_total{kind="Pod",operation="CREATE",result="allowed"} 1.0'
         assert counted in text
         assert 'sluicegate_admission_duration_seconds_count{webhook="mutate"} 1.0' in text
+
+
+class Classes:
+    """The cluster's PriorityClasses, as the webhook's watch would hold them."""
+
+    def classes(self) -> PriorityClasses:
+        return MappingProxyType({
+            "high": PriorityClass.parse({"metadata": {"name": "high"}, "value": 1000}),
+            "queued-high": PriorityClass.parse({"metadata": {"name": "queued-high"}, "value": 1000,
+                                                "preemptionPolicy": "Never"}),
+        })
+
+
+async def test_a_job_whose_pods_would_preempt_is_refused_from_the_classes_the_webhook_watches(
+    metrics: AdmissionMetrics,
+) -> None:
+    app = build_app(SETTINGS, source(), metrics, classes=Classes())
+    async with TestClient(TestServer(app)) as client:
+        job = make_job(make_pod().gpus(1).spec("priorityClassName", "high").template())
+        answer = await post(client, "/mutate", review(job, kind=JOB))
+        assert answer["allowed"] is False
+        assert answer["status"]["message"].startswith(
+            'PriorityClass "high" (value 1000) has preemptionPolicy PreemptLowerPriority: to place the '
+            "pods of this Job, kube-scheduler would evict running pods of lower priority")
+        assert answer["status"]["message"].endswith("(queued-high)")
+        assert sample(metrics, "sluicegate_admission_denials_total", reason="PriorityClass") == 1
+
+        job = make_job(make_pod().gpus(1).spec("priorityClassName", "queued-high").template())
+        assert (await post(client, "/mutate", review(job, kind=JOB)))["allowed"] is True

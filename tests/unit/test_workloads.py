@@ -66,7 +66,7 @@ def test_state(lives: list[str], state: State) -> None:
     pods = [
         live(MakePod("ml", f"w{i}").queue("a").group("g", len(lives)), life) for i, life in enumerate(lives)
     ]
-    assert workloads(*pods)[0].state is state
+    assert {w.key: w for w in workloads(*pods)}["ml/group:g"].state is state
 
 
 REQUESTS = [
@@ -128,7 +128,7 @@ def test_a_decision_reports_usage_with_its_releases_running() -> None:
     assert decision.usage.team("vision") == Usage(2, {GPU: 2000})
 
 
-def test_gated_pods_of_a_running_group_are_handed_back_to_finish_the_release() -> None:
+def test_gated_pods_of_a_running_group_join_it_when_every_limit_has_room() -> None:
     pods = [
         MakePod("ml", "w0").queue("a").group("g", 3).running("n1"),
         MakePod("ml", "w1").queue("a").group("g", 3).gated(),
@@ -136,8 +136,65 @@ def test_gated_pods_of_a_running_group_are_handed_back_to_finish_the_release() -
         MakePod("ml", "alone").queue("a").gated(),
     ]
     decision = dispatch(snapshot(pods, [MakeQueue("a")]))
-    assert [p.name for p in decision.stragglers] == ["w1", "w2"]
-    assert [w.key for w in decision.release] == ["ml/alone"]
+    assert {w.key: [p.name for p in w.pods] for w in decision.release} == {
+        "ml/group:g/joining": ["w1", "w2"], "ml/alone": ["alone"]}
+
+
+def test_pods_joining_a_running_group_take_no_slot_of_a_full_count_limit() -> None:
+    pods = [MakePod("ml", "w0").queue("a").team("vision").group("g", 2).gpus(1).running("n1"),
+            MakePod("ml", "w1").queue("a").team("vision").group("g", 2).gpus(1).gated(),
+            MakePod("ml", "solo").queue("a").team("vision").gpus(1).gated()]  # fmt: skip
+    queue = MakeQueue("a").max_running(1)
+    decision = dispatch(snapshot(pods, [queue], [MakeTeam("vision").max_running(1)],
+                                 MakePolicy().max_running(1)))
+    assert [w.key for w in decision.release] == ["ml/group:g/joining"]
+    assert decision.usage.queue("a").running == 1 and decision.usage.cluster == Usage(1, {GPU: 2000})
+    assert decision.waiting.reason("ml/solo") is Reason.QUEUE_LIMIT
+
+
+SWAPS = [
+    ("queue quota", MakeQueue("a").quota(gpus=16), MakeTeam("vision"), MakePolicy(), Reason.QUEUE_QUOTA,
+     "queue a: 9/16 nvidia.com/gpu in use, needs 8"),
+    ("team quota", MakeQueue("a"), MakeTeam("vision").quota(gpus=16), MakePolicy(), Reason.TEAM_QUOTA,
+     "team vision: 9/16 nvidia.com/gpu in use, needs 8"),
+    ("cluster quota", MakeQueue("a"), MakeTeam("vision"), MakePolicy().quota(gpus=16), Reason.GLOBAL_QUOTA,
+     "cluster: 9/16 nvidia.com/gpu in use, needs 8"),
+    ("paused queue", MakeQueue("a").paused(), MakeTeam("vision"), MakePolicy(), Reason.QUEUE_PAUSED,
+     "queue a is paused"),
+    ("queue lowered below its running work", MakeQueue("a").max_running(0), MakeTeam("vision"), MakePolicy(),
+     Reason.QUEUE_LIMIT, "queue a: 2/0 running"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("queue", "team", "policy", "reason", "says"), [s[1:] for s in SWAPS],
+                         ids=[s[0] for s in SWAPS])
+def test_a_member_swapped_into_a_running_group_passes_every_limit(
+    queue: MakeQueue, team: MakeTeam, policy: MakePolicy, reason: Reason, says: str
+) -> None:
+    """A group of two released, one member deleted and an 8-GPU member created in its place:
+    it joins only where its requests fit beside the group's live pod and the other work."""
+    pods = [MakePod("ml", "gx-0").queue("a").team("vision").group("gx", 2).gpus(1).running("n1"),
+            MakePod("ml", "big").queue("a").team("vision").gpus(8).running("n2"),
+            MakePod("ml", "gx-big").queue("a").team("vision").group("gx", 2).gpus(8).gated()]  # fmt: skip
+    decision = dispatch(snapshot(pods, [queue], [team], policy))
+    assert decision.release == ()
+    wait = decision.waiting["ml/group:gx/joining"]
+    assert (wait.reason, wait.message) == (reason, says)
+
+
+def test_pods_joining_a_running_group_leave_what_a_higher_priority_head_holds() -> None:
+    pods = [MakePod("ml", "g0").queue("low").team("vision").group("g", 2).gpus(1).running("n1"),
+            MakePod("ml", "g1").queue("low").team("vision").group("g", 2).gpus(2).gated(),
+            MakePod("ml", "busy").queue("high").team("vision").gpus(4).running("n2"),
+            MakePod("ml", "urgent").queue("high").team("vision").gpus(4).gated()]  # fmt: skip
+    team = MakeTeam("vision").quota(gpus=8)
+    decision = dispatch(snapshot(pods, [MakeQueue("low").priority(1), MakeQueue("high").priority(9)], [team]))
+    assert decision.release == ()
+    assert decision.waiting.reason("ml/urgent") is Reason.TEAM_QUOTA
+    assert decision.waiting.reason("ml/group:g/joining") is Reason.HELD_FOR_PRIORITY
+    paused = dispatch(snapshot(pods, [MakeQueue("low").priority(1), MakeQueue("high").priority(9).paused()],
+                               [team]))
+    assert [w.key for w in paused.release] == ["ml/group:g/joining"]  # a paused head holds nothing
 
 
 def test_a_running_group_counts_the_requests_of_its_live_pods_only() -> None:
@@ -199,37 +256,37 @@ def test_a_group_whose_pods_all_ended_does_not_let_new_pods_of_that_name_skip_th
     ]
     queue = MakeQueue("a").paused().max_running(0).quota(gpus=1)
     decision = dispatch(snapshot(pods, [queue], policy=MakePolicy().quota(gpus=1).max_running(0)))
-    assert (decision.stragglers, decision.release) == ((), ())
+    assert decision.release == ()
     assert decision.waiting.reason("ml/group:g") is Reason.QUEUE_QUOTA  # can never fit: says so
     fits = dispatch(snapshot(pods, [MakeQueue("a")]))
-    assert [w.key for w in fits.release] == ["ml/group:g"] and fits.stragglers == ()
+    assert [w.key for w in fits.release] == ["ml/group:g"]
 
 
 def test_pods_beyond_the_size_of_a_running_group_wait_for_their_turn() -> None:
     pods = [MakePod("ml", "g0").queue("a").group("g", 1).gpus(1).running()]
     pods += [MakePod("ml", f"x{i}").queue("a").group("g", 1).gpus(8).gated().created(i) for i in range(5)]
     decision = dispatch(snapshot(pods, [MakeQueue("a")]))
-    assert (decision.stragglers, decision.release) == ((), ())
-    wait = decision.waiting["ml/group:g/joining"]
+    assert decision.release == ()
+    wait = decision.waiting["ml/group:g/surplus"]
     assert (wait.reason, wait.message) == (
-        Reason.WAITING_TURN, "group g already has 1/1 pods released: waits for one of them to end")
+        Reason.WAITING_TURN, "group g already has 1/1 pods live or joining: waits for one of them to end")
 
 
-def test_a_running_group_takes_stragglers_only_up_to_its_size_oldest_first() -> None:
+def test_a_running_group_takes_joining_pods_only_up_to_its_size_oldest_first() -> None:
     pods = [MakePod("ml", "g0").queue("a").group("g", 3).running(),
             MakePod("ml", "g1").queue("a").group("g", 3).finished()]  # fmt: skip
     pods += [MakePod("ml", f"x{i}").queue("a").group("g", 3).gated().created(i) for i in range(4)]
     decision = dispatch(snapshot(pods, [MakeQueue("a")]))
-    assert [p.name for p in decision.stragglers] == ["x0", "x1"]
-    assert decision.waiting.reason("ml/group:g/joining") is Reason.WAITING_TURN
+    assert [[p.name for p in w.pods] for w in decision.release] == [["x0", "x1"]]
+    assert decision.waiting.reason("ml/group:g/surplus") is Reason.WAITING_TURN
 
 
 def test_a_straggler_naming_another_queue_stays_gated_and_says_why() -> None:
     pods = [MakePod("ml", "g0").queue("a").group("g", 2).gpus(1).running(),
             MakePod("ml", "g1").queue("b").group("g", 2).gpus(1).gated()]  # fmt: skip
     decision = dispatch(snapshot(pods, [MakeQueue("a"), MakeQueue("b").paused()]))
-    assert (decision.stragglers, decision.release) == ((), ())
-    wait = decision.waiting["ml/group:g/joining"]
+    assert decision.release == ()
+    wait = decision.waiting["ml/group:g/surplus"]
     says = "group g: its pods name different queues: a, b"
     assert (wait.reason, wait.message) == (Reason.GROUP_INCOMPLETE, says)
 
