@@ -26,6 +26,8 @@ from typing import Any, Literal, Self
 import aiohttp
 import yaml
 
+from process import kubeyaml
+
 Obj = dict[str, Any]
 PatchKind = Literal["json", "merge", "strategic"]
 PATCH_TYPES: Mapping[str, str] = {
@@ -133,7 +135,7 @@ class Credentials:
 
     def write_kubeconfig(self, path: Path, name: str = "audit") -> Path:
         path.touch(mode=0o600)
-        path.write_text(yaml.safe_dump(self.kubeconfig(name), sort_keys=False))
+        path.write_text(kubeyaml.dump(self.kubeconfig(name), sort_keys=False))
         return path
 
 

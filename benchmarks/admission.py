@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from kube.connecting import Connection
 from kube.resources import PODS
 from policy import keys
+from process import kubeyaml
 
 MANAGED, PLAIN = "bench-managed", "bench-plain"
 
@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cluster.up(progress=lambda line: None)
             sluicegate.up()
-            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(world()))
-            probe = yaml.safe_dump(gpu_pod("probe"))
+            cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(world()))
+            probe = kubeyaml.dump(gpu_pod("probe"))
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:  # until the webhook's cache has the world
                 out = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", MANAGED, "-f", "-",

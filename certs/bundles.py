@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import yaml
 
+from process import kubeyaml
+
 WEBHOOK_CONFIGURATIONS: Final = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 
@@ -33,4 +35,4 @@ def fill(documents: Iterable[Any], ca_pem: bytes) -> list[Any]:
 
 def fill_text(text: str, ca_pem: bytes) -> str:
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    return yaml.safe_dump_all(fill(docs, ca_pem), sort_keys=False)
+    return kubeyaml.dump_all(fill(docs, ca_pem), sort_keys=False)

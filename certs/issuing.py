@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from certs.authority import Authority, KeyPair
+from process import kubeyaml
 
 NAMESPACE: Final = "sluicegate-system"
 SERVICE: Final = "sluicegate-webhook"
@@ -96,6 +95,6 @@ def issue(
     (directory / "tls.new.key").replace(files.key)
     (directory / "tls.new.crt").replace(files.cert)
     manifest = secret_manifest(secret, namespace, pair, authority.cert_pem)
-    files.secret.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    files.secret.write_text(kubeyaml.dump(manifest, sort_keys=False))
     files.secret.chmod(0o600)
     return files

@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-import yaml
-
 from cli.commands import CommandError, add_global_flags
 from cli.leadership import stalled
 from cli.standings import Observation
@@ -28,6 +26,7 @@ from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
 from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
 from policy import keys
+from process import kubeyaml
 
 T = TypeVar("T")
 
@@ -52,7 +51,7 @@ def structured(data: Any, output: str) -> str | None:
     if output == "json":
         return json_text(data)
     if output == "yaml":
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return kubeyaml.dump(data, sort_keys=False, allow_unicode=True)
     return None
 
 

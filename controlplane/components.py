@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controlplane.extenders import SchedulerExtender
 from controlplane.processes import Layout, free_port
+from process import kubeyaml
 
 KWOK_CONFIG = Path(__file__).resolve().parent / "kwok.yaml"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -94,7 +93,7 @@ def controller_manager(layout: Layout, ports: Ports) -> list[str]:
 
 def scheduler(layout: Layout, ports: Ports, configuration: dict[str, Any]) -> list[str]:
     config = layout.root / "scheduler.yaml"
-    config.write_text(yaml.safe_dump(configuration))
+    config.write_text(kubeyaml.dump(configuration))
     return [
         f"--config={config}",
         "--bind-address=127.0.0.1",

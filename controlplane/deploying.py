@@ -46,6 +46,7 @@ from controlplane.launching import READY_SECONDS, LocalCluster, Progress, StartE
 from controlplane.processes import STOP_SECONDS, free_port, log_tail, terminate
 from controlplane.services import EXTENDER_PORT, NAMESPACE, RECORDS_PORT, SERVICES, Launch, Service
 from policy import keys
+from process import kubeyaml
 
 LOCAL_MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests" / "local"
 PORT_PLACEHOLDER: Final = "${SLUICEGATE_WEBHOOK_PORT}"
@@ -135,7 +136,7 @@ class LocalSluicegate:
                 self.start(service.name)
             self._expose_recorder(progress)
             self.cluster.kubectl("apply", "-f", "-",
-                                 input=yaml.safe_dump_all(self._pointed(hooks)))
+                                 input=kubeyaml.dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
             self._wait_webhook_live()
         except BaseException:
@@ -167,13 +168,13 @@ class LocalSluicegate:
         rest = [d for d in documents if d.get("kind") != "CustomResourceDefinition"]
         if crds:
             self.cluster.kubectl("apply", "-f", "-",
-                                 input=yaml.safe_dump_all(crds))
+                                 input=kubeyaml.dump_all(crds))
             names = [f"crd/{d['metadata']['name']}" for d in crds]
             self.cluster.kubectl("wait", "--for=condition=Established", f"--timeout={READY_SECONDS:.0f}s",
                                  *names)
         if rest:
             self.cluster.kubectl("apply", "-f", "-",
-                                 input=yaml.safe_dump_all(rest))
+                                 input=kubeyaml.dump_all(rest))
 
     def _token(self, account: str) -> Path:
         """A token for ``account`` from the TokenRequest API, written where its process reads it."""
@@ -189,7 +190,7 @@ class LocalSluicegate:
         """The webhook configurations, calling the local webhook and trusting its CA."""
         port = self.port("webhook", "admission")
         bundle = base64.b64encode(self.tls.ca_cert.read_bytes()).decode()
-        text = yaml.safe_dump_all(list(hooks)).replace(PORT_PLACEHOLDER, str(port))
+        text = kubeyaml.dump_all(list(hooks)).replace(PORT_PLACEHOLDER, str(port))
         text = text.replace(CA_PLACEHOLDER, bundle)
         return bundles.fill(yaml.safe_load_all(text), self.tls.ca_cert.read_bytes())
 
@@ -197,13 +198,13 @@ class LocalSluicegate:
         """Until a managed pod is refused by the webhook itself (a dry run in a scratch
         namespace), the API server may not have loaded the configurations yet."""
         namespace = f"sluicegate-probe-{uuid.uuid4().hex[:8]}"
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump({
             "apiVersion": "v1", "kind": "Namespace",
             # The namespace lists the probe's queue, so the refusal says it does not exist.
             "metadata": {"name": namespace, "labels": {keys.TEAM_LABEL: "sluicegate-probe"},
                          "annotations": {keys.ALLOWED_QUEUES_ANNOTATION: "sluicegate-probe"}},
         }))
-        pod = yaml.safe_dump({
+        pod = kubeyaml.dump({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "probe", "labels": {keys.QUEUE_LABEL: "sluicegate-probe"}},
             "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:1"}]},

@@ -25,13 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controlplane import building, components
 from controlplane.components import Ports
 from controlplane.extenders import SchedulerExtender
 from controlplane.nodes import gpu_nodes
 from controlplane.processes import STOP_SECONDS, Layout, log_tail, stop
+from process import kubeyaml
 
 Progress = Callable[[str], None]
 
@@ -40,6 +39,11 @@ Progress = Callable[[str], None]
 READY_SECONDS = 90.0
 # Node objects are created by this many kubectl processes at once (see _create_nodes).
 NODE_BATCHES = 4
+# Writes to etcd that move its revision past every watcher's before a compaction: the API
+# server answers 410 to a watch older than its cache's list (one write would do) and etcd to
+# one from before the compacted revision (the API server asks for resourceVersion + 1, so
+# two); three leave no doubt.
+EXPIRY_WRITES = 3
 
 
 class StartError(RuntimeError):
@@ -176,7 +180,7 @@ class LocalCluster:
         batches = [nodes[i::NODE_BATCHES] for i in range(min(NODE_BATCHES, len(nodes)))]
 
         def create(batch: list[dict[str, Any]]) -> None:
-            done = self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(batch), check=False)
+            done = self.kubectl("create", "-f", "-", input=kubeyaml.dump_all(batch), check=False)
             problems = [line for line in done.stderr.splitlines() if "AlreadyExists" not in line]
             if done.returncode != 0 and problems:
                 raise StartError(f"creating the fake nodes failed: {' '.join(problems)}")
@@ -260,8 +264,42 @@ class LocalCluster:
         """Stop one running component (SIGTERM, or SIGKILL when ``hard``) and start it again with
         the same arguments, ports and data; return once it answers again. The fault suite uses
         it on etcd and kube-apiserver in the middle of a burst."""
-        ready = self._ready_probes()
-        if component not in ready or component not in self._procs:
+        self._stop_component(component, hard=hard)
+        self._start_component(component)
+
+    def expire_watches(self) -> int:
+        """Make every watch of this cluster expire, for certain, as a long-running cluster's
+        compaction does: each one resumed afterwards gets 410 Gone and must list again.
+
+        kube-apiserver is stopped first, so no watcher can have seen a resourceVersion newer
+        than etcd's revision at that moment; etcd's revision is then moved past it by writes
+        of its own (keys outside the API server's prefix, which nothing reads) and its history
+        compacted up to there; kube-apiserver starts again with a watch cache listed at that
+        revision or later. Every watcher's resourceVersion is now older than what the cache
+        or etcd still holds. Returns the compacted revision."""
+        self._stop_component("kube-apiserver")
+        for i in range(EXPIRY_WRITES):
+            self._etcd("put", {"key": _b64(f"/sluicegate-expiry/{i}"), "value": _b64(str(time.time_ns()))})
+        revision = self.compact()
+        self._start_component("kube-apiserver")
+        return revision
+
+    def compact(self) -> int:
+        """Compact etcd's history up to its current revision. A watch resumed from an older
+        resourceVersion then gets 410 Gone, from etcd directly or from a watch cache rebuilt
+        after a restart; a watch that has seen the current revision does not (``expire_watches``
+        makes sure none has). Returns the revision."""
+        # A range read of any key answers with the store's current revision in its header.
+        revision = int(self._etcd("range", {"key": _b64("/")})["header"]["revision"])
+        self._etcd("compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _etcd(self, call: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One call of etcd's v3 key-value API through its JSON gateway."""
+        return _post_json(f"http://127.0.0.1:{self.ports.etcd_client}/v3/kv/{call}", body)
+
+    def _stop_component(self, component: str, *, hard: bool = False) -> None:
+        if component not in self._ready_probes() or component not in self._procs:
             raise StartError(f"{component} is not a running component of this cluster")
         proc = self._procs.pop(component)
         with contextlib.suppress(ProcessLookupError):
@@ -272,19 +310,10 @@ class LocalCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        self._spawn(component, self._arguments()[component]())
-        self._wait(component, ready[component])
 
-    def compact(self) -> int:
-        """Compact etcd's history up to its current revision, as a long-running cluster's etcd
-        does on its own: a watch resumed from an older resourceVersion then gets 410 Gone (from
-        etcd directly, or from a watch cache rebuilt after a restart). Returns the revision."""
-        base = f"http://127.0.0.1:{self.ports.etcd_client}/v3/kv"
-        # A range read of any key answers with the store's current revision in its header.
-        header = _post_json(f"{base}/range", {"key": base64.b64encode(b"/").decode()})["header"]
-        revision = int(header["revision"])
-        _post_json(f"{base}/compaction", {"revision": str(revision), "physical": True})
-        return revision
+    def _start_component(self, component: str) -> None:
+        self._spawn(component, self._arguments()[component]())
+        self._wait(component, self._ready_probes()[component])
 
     def scheduler_configuration(self) -> dict[str, Any]:
         return components.scheduler_configuration(self.kubeconfig, self.extender)
@@ -314,6 +343,10 @@ class LocalCluster:
     def down(self) -> None:
         stop(self.layout.root)
         self._procs.clear()
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -6,9 +6,8 @@ import base64
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from certs.authority import Authority, KeyPair, signing_key_pair
+from process import kubeyaml
 
 ADMIN_USER = "kubernetes-admin"
 ADMIN_GROUP = "system:masters"
@@ -98,5 +97,5 @@ class Pki:
             "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
             "current-context": name,
         }
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.write_text(kubeyaml.dump(config, sort_keys=False))
         path.chmod(0o600)

@@ -19,8 +19,6 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any, Final
 
-import yaml
-
 from audit.connection import Credentials
 from audit.recording import recording
 from audit.records import Record
@@ -31,6 +29,7 @@ from demo.following import following
 from demo.showing import View
 from demo.summary import Summary, limits, summarize
 from policy import keys
+from process import kubeyaml
 
 Obj = dict[str, Any]
 SAMPLES: Final = Path(__file__).resolve().parents[1] / "manifests" / "samples"
@@ -64,7 +63,7 @@ def set_scene(cluster: LocalCluster, clock: Callable[[], float] = time.monotonic
     for node in story.SPOT_NODES:
         cluster.kubectl("label", "node", node, "=".join(story.SPOT_LABEL), "--overwrite")
     cluster.kubectl("apply", "-k", str(SAMPLES))
-    probe = yaml.safe_dump(story.notebook(0))
+    probe = kubeyaml.dump(story.notebook(0))
     deadline = clock() + SCENE_SECONDS
     last = ""
     while clock() < deadline:  # admission's cache sees the new Queues and Presets shortly
@@ -93,7 +92,7 @@ class Player:
         """Submit; the refusal's message for a submission the story expects refused."""
         say(play.says)
         result = self.cluster.kubectl(*play.user.impersonation(), "-n", play.namespace, "create", "-f", "-",
-                                      input=yaml.safe_dump_all(play.objects), check=False)
+                                      input=kubeyaml.dump_all(play.objects), check=False)
         if play.refused:
             if result.returncode == 0:
                 say(f"ADMITTED, though the story expected a refusal: {', '.join(play.names)}")

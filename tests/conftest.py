@@ -1,4 +1,5 @@
-"""Test-suite-wide rules: a skipped test fails the run; under CI, hypothesis is derandomized.
+"""Test-suite-wide rules: a skipped test fails the run; under CI, hypothesis is derandomized;
+nowhere does hypothesis judge a test by its speed.
 
 Every component a test needs is built or started by the suite itself, so a skip can only mean
 something is missing; CI must see that as a failure, not as a quiet pass. Property tests
@@ -11,10 +12,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", derandomize=True, database=None, deadline=None)
-settings.register_profile("dev", deadline=None)
+# No deadline and no too_slow health check: both measure time, and a loaded machine (CI shares
+# two cores with a control plane) would fail a test for its speed. A test's own settings that
+# name other health checks must list too_slow again.
+QUIET = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", derandomize=True, database=None, **QUIET)
+settings.register_profile("dev", **QUIET)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _skipped: list[str] = []

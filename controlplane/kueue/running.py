@@ -35,6 +35,7 @@ from controlplane.kueue.manifests import ClientLimits, Endpoints
 from controlplane.kueue.queues import KueueCohort, KueueQueue, policy_objects
 from controlplane.launching import READY_SECONDS, LocalCluster
 from controlplane.processes import STOP_SECONDS, forget, free_port, log_tail, record
+from process import kubeyaml
 
 Progress = Callable[[str], None]
 
@@ -94,12 +95,12 @@ class Kueue:
             manifests.shipped_configuration(source), self.endpoints, self.root / "serving", self.limits
         )
         config = self.root / "configuration.yaml"
-        config.write_text(yaml.safe_dump(self.configuration, sort_keys=False))
+        config.write_text(kubeyaml.dump(self.configuration, sort_keys=False))
         progress(f"kueue: starting ({time.monotonic() - started:.1f}s)")
         try:
             self._spawn(binary, config)
             self._wait("its webhook server", self._ready)
-            self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+            self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(
                 manifests.webhook_configurations(
                     manifests.shipped_webhooks(source), f"https://127.0.0.1:{self.endpoints.webhook}",
                     self.cluster.layout.pki.ca_cert.read_bytes(),
@@ -118,7 +119,7 @@ class Kueue:
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", *(f"-f={crd}" for crd in crds))
         names = [f"crd/{yaml.safe_load(crd.read_text())['metadata']['name']}" for crd in crds]
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(
             manifests.rbac(manifests.shipped_roles(source))
         ))
 
@@ -187,7 +188,7 @@ class Kueue:
         ClusterQueues and LocalQueues, and wait until every ClusterQueue is active."""
         objects = [*(manifests.managed_namespace(ns) for ns in namespaces),
                    *policy_objects(queues, namespaces, cohorts)]
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+        self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(objects))
         names = [f"clusterqueue/{q.name}" for q in queues]
         if not names:
             return

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
-import yaml
 
 from audit.connection import Credentials
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import CONTROLLER, SERVICES
+from process import kubeyaml
 from tests.e2e.projects import Project
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Kubectl:
         return result.stderr
 
     def apply(self, *objects: dict[str, Any]) -> None:
-        self.run("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+        self.run("apply", "-f", "-", input=kubeyaml.dump_all(objects))
 
     def get(self, kind: str, name: str) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.run("get", kind, name, "-o", "json"))

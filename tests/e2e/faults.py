@@ -35,12 +35,14 @@ from audit.records import TERMINAL, Kind, Obj, Record
 from audit.reliability import Figures, save, stamp
 from audit.timelines import Timeline, violations_over
 from controlplane.deploying import LocalSluicegate
+from extender.managed import LABEL_SELECTOR
 from tests.e2e.conftest import eventually
 
 FULL = os.environ.get("SLUICEGATE_FAULTS", "") == "full"
 SUITE = "make faults" if FULL else "make test"
 REPLICAS = ("controller", "controller-standby")
 RELIST_LINE = "is too old, listing again"  # kube.reflecting logs it at each 410 Gone
+MANAGED_PODS = f"Reflector(pods {LABEL_SELECTOR}"  # the controller's reflector of managed pods
 DRAIN_SECONDS = 300.0
 
 
@@ -78,8 +80,9 @@ def kill(sluicegate: LocalSluicegate, name: str) -> None:
     eventually(lambda: any(name in problem for problem in sluicegate.dead()), f"{name} to be dead")
 
 
-def relists(sluicegate: LocalSluicegate, replicas: Iterable[str] = REPLICAS) -> int:
-    """How many 410 Gone answers the controller's reflectors have relisted after, by its logs."""
+def relists(sluicegate: LocalSluicegate, replicas: Iterable[str] = REPLICAS, reflector: str = "") -> int:
+    """How many 410 Gone answers the controller's reflectors (those whose name starts with
+    ``reflector``, when given) have relisted after, by its logs."""
     total = 0
     for name in replicas:
         try:
@@ -87,7 +90,8 @@ def relists(sluicegate: LocalSluicegate, replicas: Iterable[str] = REPLICAS) -> 
         except StopIteration:
             continue
         if path.exists():
-            total += path.read_text(errors="replace").count(RELIST_LINE)
+            total += sum(1 for line in path.read_text(errors="replace").splitlines()
+                         if RELIST_LINE in line and reflector in line)
     return total
 
 

@@ -8,9 +8,8 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-import yaml
-
 from policy import keys
+from process import kubeyaml
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import Kubectl
@@ -72,7 +71,7 @@ class Project:
         """Apply cluster-scoped Sluicegate objects (Queues, Teams, Presets) owned by this test."""
         for obj in objects:
             obj.setdefault("metadata", {}).setdefault("labels", {})[RUN_LABEL] = self.namespace
-        self.admin.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+        self.admin.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(objects))
 
     def cleanup(self) -> None:
         self.admin.cluster.kubectl("delete", "queues,teams,presets", "-l", f"{RUN_LABEL}={self.namespace}",

@@ -15,14 +15,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import yaml
-
 from audit.loading import IMAGE, KWOK_DELAY_ANNOTATION
 from audit.naming import RUN_LABEL
 from audit.recording import Recorder
 from audit.records import TERMINAL, Event, Kind, PodInfo, Record
 from controlplane.launching import LocalCluster
 from policy import keys
+from process import kubeyaml
 from tests.e2e.conftest import eventually
 
 Obj = dict[str, Any]
@@ -51,7 +50,7 @@ class Scene:
         return self.cluster.kubectl(*args, input=input, check=check).stdout
 
     def create(self, *objects: Obj) -> None:
-        self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects))
+        self.kubectl("create", "-f", "-", input=kubeyaml.dump_all(objects))
 
     # --- the admin's objects --------------------------------------------------------------
 

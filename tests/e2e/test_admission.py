@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from policy import keys
+from process import kubeyaml
 from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, condition, gpu_pod, submitter
@@ -81,7 +81,7 @@ def test_applying_an_owner_whose_queue_the_user_may_not_use_is_refused_at_once(
     project.opt_in(default_queue=train)
 
     refusal = project.user("alice", "vision-devs").fails(
-        "apply", "-f", "-", input=yaml.safe_dump(build("nightly", project.namespace, prod))
+        "apply", "-f", "-", input=kubeyaml.dump(build("nightly", project.namespace, prod))
     )
 
     assert (

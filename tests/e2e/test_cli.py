@@ -11,6 +11,7 @@ import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
+from process import kubeyaml
 from tests.doc_commands import run, shell_env
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import HELD_SECONDS, Scene
@@ -155,7 +156,7 @@ def _kubeconfig(scene: Scene, path: Path, user: dict[str, Any], ns: str | None) 
         "contexts": [{"name": "reader", "context": context}],
         "current-context": "reader",
     }
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(kubeyaml.dump(config))
     return path
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import yaml
-
 from controlplane.deploying import LocalSluicegate
 from policy import keys
+from process import kubeyaml
 from tests.dashboards import DASHBOARD, dashboard, series
 from tests.e2e.conftest import eventually
 from tests.e2e.scenes import HELD_SECONDS, Scene
@@ -39,4 +38,4 @@ def test_every_series_the_dashboard_queries_is_exported_by_a_real_scrape(
 
 
 def _pod_yaml(scene: Scene, namespace: str, name: str) -> str:
-    return yaml.safe_dump(scene.pod(namespace, name, f"no-such-queue-{scene.id}"))
+    return kubeyaml.dump(scene.pod(namespace, name, f"no-such-queue-{scene.id}"))

@@ -27,7 +27,11 @@ def test_a_queue_with_max_running_2_never_runs_more_than_2_of_6_pods_and_all_6_f
     queue = scene.queue("train", maxRunning=2)
     namespace = scene.namespace(team)
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(namespace, queue, 6, seconds=1)
+        # Every pod runs until the test ends them, once two run: the limit is certainly reached
+        # (two at once), however slowly the pods were created.
+        pods = scene.pods(namespace, queue, 6, seconds=HELD_SECONDS)
+        recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
+        scene.finish(namespace, *pods)  # the waiting ones end as soon as they run
         recorder.wait(lambda t: t.finished >= 6, DRAIN_SECONDS)
         record = recorder.snapshot()
 
@@ -81,9 +85,15 @@ def test_the_global_max_running_holds_across_queues_teams_and_namespaces(
     queues = scene.queue("train"), scene.queue("batch")
     namespaces = [scene.namespace(team, f"ns{i}") for i, team in enumerate(teams)]
     with recording(credentials) as recorder:  # every pod in the cluster: the limit is global
-        for namespace in namespaces:
-            for queue in queues:
-                scene.pods(namespace, queue, 2, prefix=f"{queue[:5]}-", seconds=1)
+        # Held until three run (the cap, certainly reached), then ended as each runs.
+        made = {namespace: [name for queue in queues
+                            for name in scene.pods(namespace, queue, 2, prefix=f"{queue[:5]}-",
+                                                   seconds=HELD_SECONDS)]
+                for namespace in namespaces}
+        eventually(lambda: peaks(recorder.snapshot().select(lambda p: p.namespace in namespaces))
+                   .cluster.running >= 3, "three of the pods running at once")
+        for namespace, names in made.items():
+            scene.finish(namespace, *names)
         wait_finished(recorder, lambda p: p.namespace in namespaces, 8, DRAIN_SECONDS)
         record = recorder.snapshot()
 
@@ -102,8 +112,18 @@ def test_a_team_gpu_quota_holds_across_its_namespaces_and_queues(
     train, notebooks = scene.queue("train"), scene.queue("notebooks")
     first_ns, second_ns = scene.namespace(team, "research"), scene.namespace(team, "prod")
     with recording(credentials, selector=scene.selector) as recorder:
-        scene.pods(first_ns, train, 3, prefix="big", gpus=2, seconds=1)
-        scene.pods(second_ns, notebooks, 4, prefix="small", gpus=1, seconds=1)
+        # Held until the quota is used (3 or 4 of its GPUs: what fits of 2- and 1-GPU pods),
+        # then ended as each runs: the quota is certainly reached, however slow the machine.
+        big = scene.pods(first_ns, train, 3, prefix="big", gpus=2, seconds=HELD_SECONDS)
+        small = scene.pods(second_ns, notebooks, 4, prefix="small", gpus=1, seconds=HELD_SECONDS)
+
+        def most_gpus_in_use() -> int:
+            peak = peaks(recorder.snapshot()).teams.get(team)
+            return peak.gpus if peak is not None else 0
+
+        eventually(lambda: most_gpus_in_use() >= 3, "3 of the team's 4 GPUs in use at once")
+        scene.finish(first_ns, *big)
+        scene.finish(second_ns, *small)
         recorder.wait(lambda t: t.finished >= 7, DRAIN_SECONDS)
         record = recorder.snapshot()
 

@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import WEBHOOK
 from policy import keys
+from process import kubeyaml
 from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.placement import (
     EXTENDER,
@@ -121,7 +121,7 @@ class Run:
 
 
 def _yaml(obj: dict[str, Any]) -> str:
-    return yaml.safe_dump(obj)
+    return kubeyaml.dump(obj)
 
 
 @pytest.fixture

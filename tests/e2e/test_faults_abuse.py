@@ -23,14 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from audit.checking import Cap, Limits
 from audit.connection import Credentials
 from audit.naming import RUN_LABEL
 from audit.recording import recording
 from controlplane.deploying import LocalSluicegate
 from policy import keys
+from process import kubeyaml
 from tests.admission_builders import make_queue, make_team
 from tests.e2e.conftest import Kubectl
 from tests.e2e.faults import DRAIN_SECONDS, Row, Stream, judge, scale, scenario
@@ -69,8 +68,9 @@ class Attempts:
 def edit_away_the_gate(kubectl: Kubectl, pod: str, tmp_path: Path) -> str:
     """``kubectl edit`` with an editor that deletes the pod's scheduling gates; its error."""
     editor = tmp_path / "ungate.py"
-    editor.write_text("import sys, yaml\npath = sys.argv[1]\npod = yaml.safe_load(open(path))\n"
-                      "pod['spec'].pop('schedulingGates')\nopen(path, 'w').write(yaml.safe_dump(pod))\n")
+    editor.write_text("import sys, yaml\nfrom process import kubeyaml\npath = sys.argv[1]\n"
+                      "pod = yaml.safe_load(open(path))\npod['spec'].pop('schedulingGates')\n"
+                      "open(path, 'w').write(kubeyaml.dump(pod))\n")
     cluster = kubectl.cluster
     result = subprocess.run(
         [cluster.binary("kubectl"), f"--kubeconfig={cluster.kubeconfig}", *kubectl.identity,
@@ -150,7 +150,7 @@ def test_every_abuse_attempt_under_flow_is_refused_with_a_reason_and_the_flow_is
         return pod
 
     def create(pod: dict[str, Any], where: Kubectl = alice) -> str:
-        return where.fails("create", "-f", "-", input=yaml.safe_dump(pod))
+        return where.fails("create", "-f", "-", input=kubeyaml.dump(pod))
 
     def spoofed(where: str, key: str, value: str) -> dict[str, Any]:
         pod = gpu_pod(f"spoof-{uuid.uuid4().hex[:5]}", project.namespace)

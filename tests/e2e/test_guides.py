@@ -15,6 +15,7 @@ import yaml
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from process import kubeyaml
 from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
@@ -81,7 +82,7 @@ def test_the_user_guides_commands_pass_as_a_team_member(samples: LocalCluster, w
         user["user"]["as"] = "alice"
         user["user"]["as-groups"] = ["vision-devs"]
     alice = workdir / "alice.kubeconfig"
-    alice.write_text(yaml.safe_dump(config))
+    alice.write_text(kubeyaml.dump(config))
     whoami = subprocess.run([samples.binary("kubectl"), f"--kubeconfig={alice}", "auth", "whoami"],
                             capture_output=True, text=True, timeout=60, check=True).stdout
     assert "alice" in whoami and "vision-devs" in whoami

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.deploying import LocalSluicegate
 from policy import keys
 from policy.pods import Submitter
+from process import kubeyaml
 from tests.admission_builders import make_queue, make_team
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod
@@ -51,7 +51,7 @@ def mirror_pod(name: str, namespace: str) -> dict[str, Any]:
 
 
 def cluster_object(project: Project, obj: dict[str, Any]) -> Iterator[None]:
-    project.admin.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+    project.admin.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump(obj))
     try:
         yield
     finally:
@@ -83,7 +83,7 @@ def node_kubectl(project: Project, tmp_path: Path) -> Iterator[list[str]]:
 def test_a_mirror_pod_forged_by_a_user_is_refused(project: Project, train: str) -> None:
     pod = mirror_pod("forged-mirror", project.namespace)
     pod["metadata"]["labels"][keys.TEAM_LABEL] = "someone-else"
-    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
+    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=kubeyaml.dump(pod))
     assert f"annotation {keys.MIRROR_POD_ANNOTATION} marks a mirror pod, which only a node creates" in refusal
     assert project.admin.run("get", "pods", "-o", "name") == ""
 
@@ -92,7 +92,7 @@ def test_a_mirror_pod_created_by_its_node_is_admitted_unchanged(
     project: Project, train: str, node_kubectl: list[str]
 ) -> None:
     pod = mirror_pod("static-gpu", project.namespace)
-    created = subprocess.run([*node_kubectl, "create", "-f", "-", "-o", "json"], input=yaml.safe_dump(pod),
+    created = subprocess.run([*node_kubectl, "create", "-f", "-", "-o", "json"], input=kubeyaml.dump(pod),
                              capture_output=True, text=True, timeout=120)
     assert created.returncode == 0, created.stderr
     stored = json.loads(created.stdout)
@@ -112,7 +112,7 @@ def test_a_forged_group_member_is_refused(project: Project, train: str) -> None:
         },
         "spec": {"containers": [{"name": "c", "image": "registry.invalid/cpu:1"}]},
     }
-    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
+    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=kubeyaml.dump(pod))
     assert WRITTEN_BY_SLUICEGATE in refusal
     assert project.admin.run("get", "pods", "-o", "name") == ""
 
@@ -180,7 +180,7 @@ def suspended_job(name: str, namespace: str, stamp: str | None = None) -> dict[s
 
 def test_a_job_stamped_for_someone_else_is_refused_in_a_namespace_not_opted_in(project: Project) -> None:
     alice = project.user("alice", "vision-devs")
-    forged = yaml.safe_dump(suspended_job("forged", project.namespace, stamp="pat"))
+    forged = kubeyaml.dump(suspended_job("forged", project.namespace, stamp="pat"))
     # The API server picks up a webhook configuration on its own time after `up`.
     eventually(lambda: "jobs.validate.sluicegate.dev" in alice.cluster.kubectl(
         *alice.identity, "-n", project.namespace, "create", "--dry-run=server", "-f", "-", input=forged,
@@ -195,7 +195,7 @@ def test_a_job_without_sluicegate_keys_in_a_namespace_not_opted_in_is_admitted_u
     project: Project,
 ) -> None:
     job = suspended_job("plain", project.namespace)
-    project.user("alice", "vision-devs").run("create", "-f", "-", input=yaml.safe_dump(job))
+    project.user("alice", "vision-devs").run("create", "-f", "-", input=kubeyaml.dump(job))
     stored = project.admin.get("job", "plain")["spec"]["template"]
     assert stored["metadata"]["annotations"] == job["spec"]["template"]["metadata"]["annotations"]
     assert not [k for k in stored["metadata"].get("labels", {}) if k.startswith(keys.PREFIX)]
@@ -206,7 +206,7 @@ def test_a_job_without_sluicegate_keys_in_a_namespace_not_opted_in_is_admitted_u
 def test_a_pod_claiming_a_job_is_judged_against_the_jobs_creator(project: Project, train: str) -> None:
     """Whoever acts as the Job controller, a pod of alice's Job is submitted by alice."""
     project.user("alice", "vision-devs").run(
-        "create", "-f", "-", input=yaml.safe_dump(suspended_job("sweep", project.namespace)))
+        "create", "-f", "-", input=kubeyaml.dump(suspended_job("sweep", project.namespace)))
     job = project.admin.get("job", "sweep")
     stamp = job["spec"]["template"]["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]
     assert json.loads(stamp)["user"] == "alice"
@@ -218,7 +218,7 @@ def test_a_pod_claiming_a_job_is_judged_against_the_jobs_creator(project: Projec
             "apiVersion": "batch/v1", "kind": "Job", "name": "sweep", "uid": job["metadata"]["uid"],
             "controller": True,
         }]
-        return yaml.safe_dump(obj)
+        return kubeyaml.dump(obj)
 
     as_controller = project.user(JOB_CONTROLLER, "system:serviceaccounts",
                                  "system:serviceaccounts:kube-system")
@@ -271,7 +271,7 @@ def test_a_broken_policy_is_alerted_on_and_the_last_valid_one_stays_in_force(
 ) -> None:
     admin = project.admin.cluster
     def policy(**spec: Any) -> str:
-        return yaml.safe_dump({"apiVersion": keys.API_VERSION, "kind": "Policy",
+        return kubeyaml.dump({"apiVersion": keys.API_VERSION, "kind": "Policy",
                                "metadata": {"name": keys.POLICY_NAME},
                                "spec": {"managedResources": [keys.GPU_RESOURCE, "amd.com/gpu"], **spec}})
 
@@ -281,7 +281,7 @@ def test_a_broken_policy_is_alerted_on_and_the_last_valid_one_stays_in_force(
 
     def gated(pod: dict[str, Any]) -> bool:
         out = alice.cluster.kubectl(*alice.identity, "-n", project.namespace, "create", "--dry-run=server",
-                                    "-o", "json", "-f", "-", input=yaml.safe_dump(pod)).stdout
+                                    "-o", "json", "-f", "-", input=kubeyaml.dump(pod)).stdout
         return bool(json.loads(out)["spec"].get("schedulingGates"))
 
     admin.kubectl("apply", "-f", "-", input=policy())
@@ -316,7 +316,7 @@ def test_a_pod_forged_with_admissions_marks_before_its_namespace_opts_in_is_refu
     pod["metadata"]["labels"].update({keys.QUEUE_LABEL: "urgent-retrain", keys.TEAM_LABEL: project.team})
     pod["metadata"]["annotations"][keys.ADMITTED_AT_ANNOTATION] = "2026-11-30T10:04:30.123456Z"
     pod["spec"]["schedulingGates"] = [{"name": keys.GATE}]
-    forged = yaml.safe_dump(pod)
+    forged = kubeyaml.dump(pod)
     alice = project.user("alice", "vision-devs")
     # The API server picks up a webhook configuration on its own time after `up`.
     eventually(lambda: "pods-elsewhere.validate.sluicegate.dev" in alice.cluster.kubectl(
@@ -355,7 +355,7 @@ def test_a_workflow_limit_of_five_thousand_digits_is_refused_with_a_message(
     pod = gpu_pod("huge", project.namespace)
     pod["metadata"]["labels"][keys.WORKFLOW_LABEL] = "sweep"
     pod["metadata"]["annotations"][keys.WORKFLOW_MAX_RUNNING_ANNOTATION] = "9" * 5000
-    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
+    refusal = project.user("alice", "vision-devs").fails("create", "-f", "-", input=kubeyaml.dump(pod))
     assert "pods.mutate.sluicegate.dev" in refusal and "denied the request" in refusal
     assert "must be a positive integer no larger than 2147483647" in refusal
     assert project.admin.run("get", "pods", "-o", "name") == ""
@@ -367,7 +367,7 @@ def test_another_users_stamped_cronjob_cannot_be_edited_to_run_as_them(project: 
     cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
                "metadata": {"name": "oncall-cj", "namespace": project.namespace},
                "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
-    project.user("olga", "vision-devs").run("create", "-f", "-", input=yaml.safe_dump(cronjob))
+    project.user("olga", "vision-devs").run("create", "-f", "-", input=kubeyaml.dump(cronjob))
     stored = project.admin.get("cronjob", "oncall-cj")["spec"]["jobTemplate"]["spec"]["template"]
     assert json.loads(stored["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION])["user"] == "olga"
 
@@ -394,7 +394,7 @@ def test_a_job_made_from_another_users_cronjob_is_refused_naming_whose_stamp_it_
     cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
                "metadata": {"name": "nightly-retrain", "namespace": project.namespace},
                "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": {"spec": job["spec"]}}}
-    project.user("olga", "vision-devs").run("create", "-f", "-", input=yaml.safe_dump(cronjob))
+    project.user("olga", "vision-devs").run("create", "-f", "-", input=kubeyaml.dump(cronjob))
 
     refusal = project.user("alice", "vision-devs").fails(
         "create", "job", "manual-run", "--from=cronjob/nightly-retrain")
@@ -428,7 +428,7 @@ def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project:
 
     def admitted_team() -> str:  # what admission would stamp on a pod now (a server dry run)
         out = alice.run("create", "--dry-run=server", "-o", "json", "-f", "-",
-                        input=yaml.safe_dump(gpu_pod("probe", project.namespace)))
+                        input=kubeyaml.dump(gpu_pod("probe", project.namespace)))
         return str(json.loads(out)["metadata"]["labels"].get(keys.TEAM_LABEL))
 
     # The webhook trusts its cache for a namespace it knows as opted in: wait until its watch

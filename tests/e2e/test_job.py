@@ -13,7 +13,7 @@ from audit.recording import recording
 from audit.records import Kind
 from policy import keys
 from tests.e2e.conftest import eventually
-from tests.e2e.scenes import Scene
+from tests.e2e.scenes import HELD_SECONDS, Scene
 
 DRAIN_SECONDS = 120.0
 LIFECYCLE = [Kind.CREATED, Kind.UNGATED, Kind.BOUND, Kind.RUNNING, Kind.SUCCEEDED]
@@ -32,8 +32,10 @@ def test_a_job_is_queued_released_by_policy_placed_run_and_completed(
         "spec": {
             "completions": 4, "parallelism": 4, "backoffLimit": 0,
             "template": {
+                # Each pod runs until the test ends them (once two run: the limit is certainly
+                # reached, however slowly the Job controller creates them).
                 "metadata": {"labels": {RUN_LABEL: scene.id, keys.QUEUE_LABEL: queue},
-                             "annotations": {KWOK_DELAY_ANNOTATION: "1s"}},
+                             "annotations": {KWOK_DELAY_ANNOTATION: f"{HELD_SECONDS:g}s"}},
                 "spec": {"restartPolicy": "Never",
                          "containers": [{"name": "train", "image": IMAGE,
                                          "resources": {"requests": gpu, "limits": gpu}}]},
@@ -42,6 +44,11 @@ def test_a_job_is_queued_released_by_policy_placed_run_and_completed(
     }
     with recording(credentials, selector=scene.selector) as recorder:
         scene.kubectl("apply", "-f", "-", input=json.dumps(job))
+        recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
+        recorder.wait(lambda t: t.pods >= 4, DRAIN_SECONDS)  # the Job has made all four
+        pods = [p["metadata"]["name"] for p in json.loads(scene.kubectl(
+            "get", "pods", "-n", namespace, "-l", f"{RUN_LABEL}={scene.id}", "-o", "json"))["items"]]
+        scene.finish(namespace, *pods)  # the waiting ones end as soon as they run
         recorder.wait(lambda t: t.finished >= 4, DRAIN_SECONDS)
         record = recorder.snapshot()
 

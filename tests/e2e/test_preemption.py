@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from policy import keys
+from process import kubeyaml
 from tests.e2e.conftest import eventually
 from tests.e2e.placement import RUN_LABEL, fake_node, schedulable
 from tests.e2e.scenes import HELD_SECONDS, Scene
@@ -115,14 +115,14 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
 ) -> None:
     scene = world.scene
     victims = [f"victim-{i}" for i in range(GPUS)]
-    world.as_user("dmitri", "create", "-f", "-", input=yaml.safe_dump_all(
+    world.as_user("dmitri", "create", "-f", "-", input=kubeyaml.dump_all(
         world.pod(world.nlp, name, world.nlp_train) for name in victims))
     for name in victims:
         eventually(lambda name=name: running(scene.get("pod", name, world.nlp)),
                    f"{world.nlp}/{name} running on {world.node}")
 
     # A class that preempts: the pod is refused, and told which classes never preempt.
-    bully = yaml.safe_dump(world.pod(world.vision, "bully", world.vision_train, world.high))
+    bully = kubeyaml.dump(world.pod(world.vision, "bully", world.vision_train, world.high))
     refused = world.as_user("alice", "create", "-f", "-", input=bully, check=False)
     assert refused.returncode != 0, "alice's pod of a preempting class was admitted"
     assert "pods.mutate.sluicegate.dev" in refused.stderr and "denied the request" in refused.stderr
@@ -139,7 +139,7 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
            "spec": {"backoffLimit": 0, "template": template}}
 
     def job_refused() -> str | None:
-        answer = world.as_user("alice", "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(job),
+        answer = world.as_user("alice", "create", "--dry-run=server", "-f", "-", input=kubeyaml.dump(job),
                                check=False)
         return answer.stderr if answer.returncode != 0 else None
 
@@ -151,7 +151,7 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
 
     # The same priority from a class that never preempts: admitted, released, and left waiting.
     queued = world.pod(world.vision, "bully", world.vision_train, world.queued_high)
-    world.as_user("alice", "create", "-f", "-", input=yaml.safe_dump(queued))
+    world.as_user("alice", "create", "-f", "-", input=kubeyaml.dump(queued))
     waiting = scene.wait_condition(world.vision, "bully",
                                    lambda c: c["status"] == "True" and c["message"].startswith(UNPLACEABLE),
                                    "dispatched, waiting for Kubernetes")
@@ -174,9 +174,9 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
     by_preset = world.pod(world.vision, "by-preset", world.vision_train)
     by_preset["metadata"]["annotations"][keys.PRESETS_ANNOTATION] = world.queued_preset
     eventually(lambda: world.as_user("alice", "create", "--dry-run=server", "-f", "-",
-                                     input=yaml.safe_dump(by_preset), check=False).returncode == 0,
+                                     input=kubeyaml.dump(by_preset), check=False).returncode == 0,
                f"the webhook to know preset {world.queued_preset}")
-    world.as_user("alice", "create", "-f", "-", input=yaml.safe_dump(by_preset))
+    world.as_user("alice", "create", "-f", "-", input=kubeyaml.dump(by_preset))
     spec = scene.get("pod", "by-preset", world.vision)["spec"]
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == (
         world.queued_high, 1000, "Never")

@@ -33,6 +33,7 @@ from audit.connection import Connection, Credentials
 from cli.charting import HEIGHT, WIDTH
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from process import kubeyaml
 from records.sources import RecordList
 from records.trace import Phase, Record, format_time, load, parse_time
 from simulator.setups import parse_setup
@@ -125,7 +126,7 @@ def inversions(
 
 def priority_class(scene: Scene, base: str, value: int) -> str:
     name = scene.name(base)
-    scene.kubectl("create", "-f", "-", input=yaml.safe_dump({
+    scene.kubectl("create", "-f", "-", input=kubeyaml.dump({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
         "value": value, "preemptionPolicy": "Never"}))
     return name

@@ -4,22 +4,19 @@ resumes after a 410 Gone by listing again, and survives an object its converter 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 
 from controlplane.launching import LocalCluster
 from kube.connecting import JSON, Connection
 from kube.reflecting import Change, Reflector
 from kube.resources import NAMESPACES, Resource
+from process import kubeyaml
 
 T = TypeVar("T")
 PODTEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
@@ -58,21 +55,7 @@ async def until(holds: Callable[[], object], what: str) -> None:
 def namespaces(cluster: LocalCluster, run: str, *names: str, **labels: str) -> None:
     docs = [{"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": n, "labels": {"e2e-run": run, **labels}}} for n in names]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-
-
-def compact(cluster: LocalCluster) -> None:
-    """Compact etcd's history up to its current revision, through etcd's own HTTP gateway."""
-    base = f"http://127.0.0.1:{cluster.ports.etcd_client}/v3/kv"
-
-    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(f"{base}/{path}", data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            result: dict[str, Any] = json.load(answer)
-            return result
-
-    revision = post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
-    post("compaction", {"revision": revision, "physical": True})
+    cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(docs))
 
 
 def team_of(obj: JSON) -> str:
@@ -122,7 +105,7 @@ def podtemplates(cluster: LocalCluster, run: str, **teams: str) -> None:
                           "labels": {"e2e-run": run, "team": team}},
              "template": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/c:1"}]}}}
             for name, team in teams.items()]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(docs))
 
 
 async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_again(
@@ -138,7 +121,7 @@ async def test_a_compacted_resource_version_answers_410_and_the_reflector_lists_
             assert reflector.lists == 1
         podtemplates(cluster, run, b="two")
         podtemplates(cluster, run, c="three")
-        compact(cluster)  # past the version the reflector will resume from
+        cluster.compact()  # past the version the reflector will resume from
         async with running(reflector):
             await until(lambda: reflector.lists == 2, "a second list")
             assert sorted(reflector.values()) == ["one", "three", "two"]

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from policy import keys
+from process import kubeyaml
 from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import Kubectl
 from tests.e2e.projects import Project, gpu_pod
@@ -48,7 +48,7 @@ def world(project: Project) -> dict[str, str]:
 
 def submit(project: Project, pod: dict[str, Any]) -> str:
     """Alice creates ``pod``, which must be refused; the refusal."""
-    return project.user("alice", "vision-devs").fails("create", "-f", "-", input=yaml.safe_dump(pod))
+    return project.user("alice", "vision-devs").fails("create", "-f", "-", input=kubeyaml.dump(pod))
 
 
 def test_an_unknown_queue_is_refused_with_the_queues_to_use(project: Project, world: dict[str, str]) -> None:
@@ -133,10 +133,11 @@ def test_a_user_cannot_remove_the_gate_with_kubectl_edit(
     editor = tmp_path / "ungate.py"
     editor.write_text(
         "import sys, yaml\n"
+        "from process import kubeyaml\n"
         "path = sys.argv[1]\n"
         "pod = yaml.safe_load(open(path))\n"
         "pod['spec'].pop('schedulingGates')\n"
-        "open(path, 'w').write(yaml.safe_dump(pod))\n"
+        "open(path, 'w').write(kubeyaml.dump(pod))\n"
     )
     cluster = project.admin.cluster
     result = subprocess.run(
@@ -171,7 +172,7 @@ def test_an_invalid_admin_object_is_rejected_by_its_schema_naming_the_field(
     project: Project, obj: dict[str, Any], field: str
 ) -> None:
     obj = {"apiVersion": keys.API_VERSION, **obj}
-    result = project.admin.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj), check=False)
+    result = project.admin.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump(obj), check=False)
     assert result.returncode != 0
     assert field in result.stderr, result.stderr
     assert "is invalid" in result.stderr

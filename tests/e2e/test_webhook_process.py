@@ -10,12 +10,12 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from certs.issuing import issue
 from controlplane.deploying import LocalSluicegate
 from policy import keys
+from process import kubeyaml
 from process.certificates import server_context
 from tests.admission_builders import make_preset, make_queue, make_team
 from tests.e2e.conftest import eventually
@@ -37,7 +37,7 @@ def test_with_the_webhook_stopped_a_managed_pod_is_refused_and_submissions_flow_
 
     running.stop("webhook")
     try:
-        pod = yaml.safe_dump(gpu_pod("while-down", project.namespace))
+        pod = kubeyaml.dump(gpu_pod("while-down", project.namespace))
         refusal = alice.fails("create", "-f", "-", input=pod)
         assert "failed calling webhook" in refusal
         assert alice.run("get", "pods", "-o", "name") == ""
@@ -88,7 +88,7 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     )
     project.opt_in(default_queue=train, default_presets=[shape])
     alice = project.user("alice")
-    pod = yaml.safe_dump(gpu_pod("probe", project.namespace))
+    pod = kubeyaml.dump(gpu_pod("probe", project.namespace))
 
     def cpu_of_next_pod() -> str:
         out = json.loads(alice.run("create", "--dry-run=server", "-o", "json", "-f", "-", input=pod))
@@ -140,7 +140,7 @@ def test_a_pod_that_a_later_webhook_ungates_is_refused_by_the_final_check(
     name = f"zz-ungate-{project.suffix}"  # webhooks are called in name order: after Sluicegate's
     cluster = project.admin.cluster
     with ServedApp(ungating_webhook(), server_context(files.cert, files.key)) as other:
-        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": name},
             "webhooks": [{
@@ -154,7 +154,7 @@ def test_a_pod_that_a_later_webhook_ungates_is_refused_by_the_final_check(
             }],
         }))
         try:
-            pod = yaml.safe_dump(gpu_pod("ungated", project.namespace))
+            pod = kubeyaml.dump(gpu_pod("ungated", project.namespace))
 
             def refusal() -> str | None:  # once the API server has loaded the new configuration
                 result = cluster.kubectl("--as=alice", "-n", project.namespace, "create", "--dry-run=server",

@@ -8,7 +8,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-import yaml
 
 from audit.connection import Credentials, CredentialsError
 from audit.identities import flow_schema
@@ -16,6 +15,7 @@ from audit.loading import KWOK_DELAY_ANNOTATION, Load, names, namespace_manifest
 from audit.naming import KUEUE, RUN_LABEL
 from audit.scraping import flow_totals, increase, parse_usage, request_totals
 from certs.authority import Authority
+from process import kubeyaml
 
 
 def test_pods_spread_over_every_queue_and_team() -> None:
@@ -73,7 +73,7 @@ def test_credentials_from_embedded_certificates(tmp_path: Path, authority: Autho
         return base64.b64encode(data).decode()
 
     path = tmp_path / "config"
-    path.write_text(yaml.safe_dump(kubeconfig(
+    path.write_text(kubeyaml.dump(kubeconfig(
         {"client-certificate-data": b64(client.cert_pem), "client-key-data": b64(client.key_pem)},
         {"certificate-authority-data": b64(authority.cert_pem)},
     )))
@@ -92,7 +92,7 @@ def test_credentials_from_files_relative_to_the_kubeconfig_and_a_token_file(
     (tmp_path / "ca.crt").write_bytes(authority.cert_pem)
     (tmp_path / "token").write_text("secret-token\n")
     path = tmp_path / "config"
-    path.write_text(yaml.safe_dump(kubeconfig({"tokenFile": "token"}, {"certificate-authority": "ca.crt"})))
+    path.write_text(kubeyaml.dump(kubeconfig({"tokenFile": "token"}, {"certificate-authority": "ca.crt"})))
     found = Credentials.from_kubeconfig(path)
     assert (found.ca_pem, found.token, found.cert_pem) == (authority.cert_pem, "secret-token", None)
 
@@ -111,7 +111,7 @@ def test_kubeconfigs_the_auditor_cannot_use_say_why(
     tmp_path: Path, user: dict[str, object], context: str | None, message: str
 ) -> None:
     path = tmp_path / "config"
-    path.write_text(yaml.safe_dump(kubeconfig(user, {})))
+    path.write_text(kubeyaml.dump(kubeconfig(user, {})))
     with pytest.raises(CredentialsError, match=message):
         Credentials.from_kubeconfig(path, context)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import yaml
 
 from cli.__main__ import main, parser
 from kube.resources import QUEUES
+from process import kubeyaml
 from tests.builders import MakeQueue
 
 TRAIN = MakeQueue("train").priority(5).max_running(8).obj()
@@ -64,7 +64,7 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
         "contexts": [{"name": "alice", "context": {"cluster": "c", "user": "alice"}}],
     }
     path = tmp_path / "alice.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(kubeyaml.dump(config))
     try:
         yield path
     finally:

@@ -4,7 +4,6 @@ release counter, which counts each pod whose gate this replica removed exactly o
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -13,7 +12,7 @@ import pytest
 from policy.catalog import Catalog
 from policy.limits import NEVER
 from tests.builders import MakeQueue, MakeTeam
-from tests.unit.test_gate_controller import NS, World, gated_pod
+from tests.unit.test_gate_controller import NS, World, gated_pod, until
 
 
 def quota_of(gpus: int) -> Catalog:
@@ -139,12 +138,13 @@ async def test_a_pod_released_by_someone_else_is_not_counted_as_this_replicas_re
 async def test_a_release_cut_short_by_a_lost_lead_is_counted_when_the_watch_shows_it(world: World) -> None:
     """The patch landed but its answer came after the lead was lost (the task was cancelled):
     the watch shows the pod released with this process's stamp, so it is counted, once."""
-    world.api.slow = 0.5
+    world.api.slow = 3600.0  # the answer would come in an hour: the lead is lost long before
     world.submit(gated_pod("p0"))
     world.controller.cycle()
-    await asyncio.sleep(0.05)  # applied, not yet answered
+    await until(lambda: world.api.patches == 1)  # applied, not yet answered
     world.leader.leading = False
     world.controller.leadership_changed(False)
+    world.api.slow = 0.0
     await cycle(world)
 
     assert world.released() == {"p0"}

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
 from policy.pods import Submitter
+from process import kubeyaml
 from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.manifests.conftest import rendered_objects
 from tests.manifest_files import ACCOUNT_GROUPS, CONTROLLER_ACCOUNT
@@ -143,7 +143,7 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     # the rights of system:masters, since the controller itself may not create pods).
     installed.kubectl(
         "-n", ns, f"--as={CONTROLLER_ACCOUNT}", "--as-group=system:masters", "apply", "-f", "-",
-        input=yaml.safe_dump_all([pod("held", HELD), pod("plain", gates("example.com/hold"))]))
+        input=kubeyaml.dump_all([pod("held", HELD), pod("plain", gates("example.com/hold"))]))
     kubectl.apply(
         job("Job", "gpu-job", gpu_template()), job("CronJob", "gpu-cron", gpu_template()),
         job("CronJob", "cpu-cron", {}), job("CronJob", "stamped-cron", stamped_by(installed)),
@@ -155,7 +155,7 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
         for hook in config["webhooks"]:
             hook["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": ns}
             hook["clientConfig"] = {"url": CLOSED + hook["clientConfig"]["service"]["path"]}
-    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(configs))
+    installed.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(configs))
     try:
         # The API server watches mutating and validating configurations apart: wait for both.
         eventually(lambda: create(kubectl, pod("probe", resources=GPU)) == MUTATE_PODS,

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from controlplane.launching import LocalCluster
+from process import kubeyaml
 from tests.e2e.manifests.conftest import render, rendered_objects
 from tests.manifest_files import (
     ACCOUNT_GROUPS,
@@ -189,7 +190,7 @@ def test_kube_scheduler_accepts_the_extender_configuration(
     extender["tlsConfig"]["caFile"] = str(cluster.layout.pki.ca_cert)
     extender["weight"] = weight
     source, written = tmp_path / "scheduler.yaml", tmp_path / "written.yaml"
-    source.write_text(yaml.safe_dump(config))
+    source.write_text(kubeyaml.dump(config))
     result = subprocess.run(
         [cluster.binary("kube-scheduler"), f"--config={source}", f"--write-config-to={written}",
          "--secure-port=0"],

@@ -10,10 +10,10 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
 from controlplane.launching import LocalCluster
 from policy import keys
+from process import kubeyaml
 
 # The shapes exactly as docs/DESIGN.md writes them (names made unique where a name is free).
 DESIGN_SHAPES: list[dict[str, Any]] = [
@@ -132,7 +132,7 @@ def test_an_invalid_object_is_refused_naming_the_field(
         keys.POLICY_NAME if kind == "Policy" else case)
     obj = {"apiVersion": keys.API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
     result = installed.kubectl(
-        "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj), check=False,
+        "create", "--dry-run=server", "-f", "-", input=kubeyaml.dump(obj), check=False,
     )
     assert result.returncode != 0, f"{case}: the API server accepted {obj}"
     assert field in result.stderr and words in result.stderr, result.stderr
