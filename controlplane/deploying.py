@@ -124,7 +124,9 @@ class LocalSluicegate:
         progress(f"sluicegate: installing {self.manifests}")
         documents = self._render()
         hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
-        self._install([d for d in documents if not bundles.is_webhook_configuration(d)])
+        apis = [d for d in documents if bundles.is_api_service(d)]
+        self._install([d for d in documents
+                       if not bundles.is_webhook_configuration(d) and not bundles.is_api_service(d)])
         progress("sluicegate: issuing the serving certificate and the accounts' tokens")
         self.prepare()
         for account in dict.fromkeys(s.account for s in self.services):
@@ -133,7 +135,7 @@ class LocalSluicegate:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
                 self.start(service.name)
-            self._expose_recorder(progress)
+            self._expose_recorder(progress, apis)
             self.cluster.kubectl("apply", "-f", "-",
                                  input=yaml.safe_dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
@@ -143,17 +145,26 @@ class LocalSluicegate:
             raise
         progress("sluicegate: ready; logs in " + str(self.cluster.layout.logs))
 
-    def _expose_recorder(self, progress: Progress) -> None:
-        """The recorder's Service, reached through the API server's proxy as in a cluster."""
+    def _expose_recorder(self, progress: Progress, apis: Sequence[dict[str, Any]]) -> None:
+        """The recorder's Service, reached by the API server as in a cluster, and then its
+        APIService (``apis``) trusting the local CA: an APIService the API server cannot reach
+        would hold up the deletion of every namespace, so it is registered only here."""
         for service in self.services:
             if RECORDS_PORT not in service.ports:
                 continue
             if self.address == "127.0.0.1":
                 progress("sluicegate: this host has no address but loopback; the API server cannot "
-                         "proxy to the recorder, so `sluicegate records export` cannot reach it")
+                         "reach the recorder, so `sluicegate records export` cannot read it")
                 return
             expose(self.cluster, NAMESPACE, RECORDER_SERVICE, RECORDER_SERVICE_PORT,
                    self.port(service.name, RECORDS_PORT), self.address)
+            if apis:
+                progress("sluicegate: registering the records API; waiting until the API server reaches it")
+                filled = bundles.fill(apis, self.tls.ca_cert.read_bytes())
+                self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(filled))
+                names = [f"apiservice/{d['metadata']['name']}" for d in filled]
+                self.cluster.kubectl("wait", "--for=condition=Available", f"--timeout={READY_SECONDS:.0f}s",
+                                     *names)
 
     def _render(self) -> list[dict[str, Any]]:
         text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout
