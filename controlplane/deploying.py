@@ -3,7 +3,8 @@
 ``LocalSluicegate(cluster).up()`` installs ``manifests/local`` with the real kubectl (CRDs,
 namespace, ServiceAccounts, RBAC), issues the webhook's serving certificate for 127.0.0.1,
 gets each ServiceAccount a token from the TokenRequest API, starts every process of
-``services.SERVICES`` as its account, waits until each is ready, then applies the webhook
+``services.SERVICES`` as its account, waits until each is ready, points the recorder's Service
+at the local recorder and registers the records APIService, then applies the webhook
 configurations pointed at the local webhook and waits until the API server calls it.
 
 The scheduler extender (a port named ``extender`` in a row of ``services.SERVICES``) must be
