@@ -78,11 +78,10 @@ def test_the_serving_certificate_names_both_services_and_localhost_and_the_ca_si
     ]
     assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     cert.verify_directly_issued_by(ca)
-
-
-def test_another_services_certificate_names_that_service_alone(tmp_path: Path) -> None:
-    main(["webhook", "--dir", str(tmp_path), "--service", "sluicegate-extender", "--secret", "x"])
-    assert _dns_names(tmp_path / "tls.crt") == [
+    # Another Service's certificate (the extender's) names that Service alone.
+    main(["webhook", "--dir", str(tmp_path / "extender"), "--service", "sluicegate-extender",
+          "--secret", "sluicegate-extender-tls"])
+    assert _dns_names(tmp_path / "extender" / "tls.crt") == [
         "sluicegate-extender",
         "sluicegate-extender.sluicegate-system",
         "sluicegate-extender.sluicegate-system.svc",
