@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import unquote
 
@@ -68,13 +67,14 @@ class Reviews:
         return await self.access.allowed(identity.user_info(), access)
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(Exception):
     """Why a request is not answered: 401 (who is calling is not known), 403 (Kubernetes
     says no) or 503 (the API server could not be asked)."""
 
-    status: int
-    message: str
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
     def answer(self) -> web.Response:
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
@@ -82,10 +82,11 @@ class Refused:
 
 
 def peer_name(request: web.Request) -> str | None:
-    """The common name of the client certificate the TLS handshake verified; None without one."""
+    """The common name of the client certificate the TLS handshake verified; None without one
+    (``getpeercert`` gives an empty dict for a certificate it did not verify)."""
     transport = request.transport
     cert = transport.get_extra_info("peercert") if transport is not None else None
-    if not isinstance(cert, Mapping):
+    if not isinstance(cert, Mapping) or not cert:
         return None
     for rdn in cert.get("subject", ()):
         for name, value in rdn:
@@ -124,9 +125,10 @@ def bearer(headers: CIMultiDictProxy[str]) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def _from_proxy(proxy: FrontProxy | None, name: str | None) -> bool:
-    """Whether a verified client certificate with this common name is the front proxy's."""
-    return proxy is not None and name is not None and (not proxy.allowed_names or name in proxy.allowed_names)
+def is_front_proxy(proxy: FrontProxy, name: str | None) -> bool:
+    """Whether a verified client certificate with this common name (None: no certificate) is
+    the front proxy's: any name the API server allows, or any at all when it names none."""
+    return name is not None and (not proxy.allowed_names or name in proxy.allowed_names)
 
 
 def guard(
@@ -146,22 +148,21 @@ def guard(
         f"; {hint}" if hint else "")
 
     async def caller(request: web.Request) -> Identity:
-        if _from_proxy(front_proxy, peer(request)):
-            assert front_proxy is not None
-            identity = proxied_identity(request.headers, front_proxy)
-            if identity is None:
-                raise _Refusal(Refused(401, "the front proxy's request names no user"))
-            return identity
+        if front_proxy is not None and is_front_proxy(front_proxy, peer(request)):
+            proxied = proxied_identity(request.headers, front_proxy)
+            if proxied is None:
+                raise Refused(401, "the front proxy's request names no user")
+            return proxied
         token = bearer(request.headers)
         if not token:
-            raise _Refusal(Refused(401, missing))
+            raise Refused(401, missing)
         try:
             identity = await reviewer.identity(token)
         except KubeError as e:
-            raise _Refusal(Refused(503, f"cannot ask the API server who is calling: {e}")) from e
+            raise Refused(503, f"cannot ask the API server who is calling: {e}") from e
         if identity is None:
             log.info("refused a bearer token the API server does not accept, from %s", request.remote)
-            raise _Refusal(Refused(401, "the API server does not accept this bearer token"))
+            raise Refused(401, "the API server does not accept this bearer token")
         return identity
 
     async def authorized(request: web.Request, identity: Identity) -> None:
@@ -171,12 +172,11 @@ def guard(
         try:
             allowed = await reviewer.allowed(identity, access)
         except KubeError as e:
-            raise _Refusal(Refused(503, f"cannot ask the API server whether {identity.user} may {access}: "
-                                        f"{e}")) from e
+            raise Refused(503, f"cannot ask the API server whether {identity.user} may {access}: {e}") from e
         if not allowed:
             log.info("refused %s %s: %s (%s) may not %s", request.method, request.path, identity.user,
                      identity.via, access)
-            raise _Refusal(Refused(403, f'user "{identity.user}" may not {access}'))
+            raise Refused(403, f'user "{identity.user}" may not {access}')
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -185,17 +185,11 @@ def guard(
         try:
             identity = await caller(request)
             await authorized(request, identity)
-        except _Refusal as e:
+        except Refused as e:
             if refused is not None:
-                refused(e.refused)
-            return e.refused.answer()
+                refused(e)
+            return e.answer()
         request[IDENTITY] = identity
         return await handler(request)
 
     return middleware
-
-
-class _Refusal(Exception):
-    def __init__(self, refused: Refused) -> None:
-        super().__init__(refused.message)
-        self.refused = refused
