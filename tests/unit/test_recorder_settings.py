@@ -21,10 +21,22 @@ def test_the_environment_sets_defaults_and_a_flag_wins() -> None:
     assert parse([], environ={"SLUICEGATE_RETENTION": "2w"}).retention_seconds == 14 * 86400.0
     # The StatefulSet names the pod's namespace: the records are served, and RBAC read, there.
     assert parse([], environ={"SLUICEGATE_NAMESPACE": "gpu-system"}).namespace == "gpu-system"
+    assert parse(["--max-connections", "16"], environ={}).max_connections == 16
 
 
-@pytest.mark.parametrize("argv", [["--retention", "forever"], ["--retention", "0"], ["--port", "70000"],
-                                  ["--namespace", ""]])
+@pytest.mark.parametrize("argv", [["--retention", "forever"], ["--retention", "0"], ["--port", "70000"]])
 def test_nonsense_is_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         parse(argv, environ={})
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (["--namespace", ""], "--namespace must not be empty"),
+    (["--max-connections", "0"], "--max-connections must be at least 1"),
+])
+def test_no_namespace_and_no_room_for_connections_are_refused_saying_why(
+    argv: list[str], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv, environ={})
+    assert why in capsys.readouterr().err
