@@ -84,10 +84,13 @@ class APIResourceListJSON(TypedDict):
     resources: list[dict[str, object]]
 
 
+# The answer is a RecordList of trace lines, not Kubernetes objects, and only in one namespace,
+# so discovery offers no verbs: generic clients (kubectl get, tools that list every listable
+# resource) leave it alone. RBAC still governs the `list` the API server sees on a read.
 RESOURCES: Final = APIResourceListJSON(
     kind="APIResourceList", apiVersion="v1", groupVersion=GROUP_VERSION,
     resources=[{"name": RECORDS.plural, "singularName": "record", "namespaced": True,
-                "kind": RECORDS.kind, "verbs": ["list"]}],
+                "kind": RECORDS.kind, "verbs": []}],
 )
 
 

@@ -54,13 +54,15 @@ def test_the_path_is_the_one_the_cli_reads() -> None:
     assert RECORDS.path(namespace="sluicegate-system") == HERE
 
 
-async def test_discovery_is_open_to_the_aggregation_layer_and_names_one_resource(tmp_path: Path) -> None:
+async def test_discovery_is_open_to_the_aggregation_layer_and_offers_generic_clients_nothing(
+    tmp_path: Path
+) -> None:
     status, body = await read(tmp_path, "/apis/records.sluicegate.dev/v1alpha1")
     assert status == 200
     assert body == {"kind": "APIResourceList", "apiVersion": "v1",
                     "groupVersion": "records.sluicegate.dev/v1alpha1",
                     "resources": [{"name": "records", "singularName": "record", "namespaced": True,
-                                   "kind": "Record", "verbs": ["list"]}]}
+                                   "kind": "Record", "verbs": []}]}
 
 
 async def test_the_records_are_refused_to_a_caller_without_credentials_with_the_way_in(
