@@ -161,11 +161,22 @@ class LocalSluicegate:
                    self.port(service.name, RECORDS_PORT), self.address)
             if apis:
                 progress("sluicegate: registering the records API; waiting until the API server reaches it")
-                filled = bundles.fill(apis, self.tls.ca_cert.read_bytes())
-                self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(filled))
-                names = [f"apiservice/{d['metadata']['name']}" for d in filled]
-                self.cluster.kubectl("wait", "--for=condition=Available", f"--timeout={READY_SECONDS:.0f}s",
-                                     *names)
+                self._register(apis, service.name)
+
+    def _register(self, apis: Sequence[dict[str, Any]], name: str) -> None:
+        """Apply the APIServices trusting the local CA; wait until the API server reaches ``name``
+        through them, else fail with what the API server says and the end of its log."""
+        filled = bundles.fill(apis, self.tls.ca_cert.read_bytes())
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(filled))
+        objects = [f"apiservice/{d['metadata']['name']}" for d in filled]
+        waited = self.cluster.kubectl("wait", "--for=condition=Available", f"--timeout={READY_SECONDS:.0f}s",
+                                      *objects, check=False)
+        if waited.returncode != 0:
+            said = self.cluster.kubectl("get", *objects, "-o", "jsonpath={.status.conditions[*].message}",
+                                        check=False).stdout
+            raise StartError(f"the API server did not reach {name} through {', '.join(objects)} within "
+                             f"{READY_SECONDS:.0f}s: {said or waited.stderr.strip()}; last lines of "
+                             f"{self.log(name)}:\n{log_tail(self.log(name))}")
 
     def _render(self) -> list[dict[str, Any]]:
         text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout
