@@ -1,6 +1,7 @@
 """``python -m certs``: the webhook's certificates.
 
-  python -m certs webhook --dir out/                # CA + serving cert for the Service, secret.yaml
+  python -m certs webhook --dir out/                # CA + serving cert for the Service (and the
+                                                    # recorder's, which shares it), secret.yaml
   python -m certs webhook --dir out/ --host 127.0.0.1   # also valid for a webhook run locally
   kubectl kustomize manifests/default | python -m certs bundle --ca out/ca.crt | kubectl apply -f -
 """
@@ -28,14 +29,17 @@ def main(argv: list[str] | None = None) -> int:
                       help="another DNS name or IP address (repeatable)")
     hook.add_argument("--secret", default=issuing.SECRET, help="the Secret's name (default: %(default)s)")
     hook.add_argument("--new-ca", action="store_true", help="replace the CA in DIR instead of reusing it")
-    bundle = sub.add_parser("bundle", help="fill caBundle in the webhook configurations of a YAML stream")
+    bundle = sub.add_parser("bundle", help="fill caBundle in the webhook configurations and APIServices of a "
+                            "YAML stream")
     bundle.add_argument("--ca", type=Path, required=True, help="the CA certificate (PEM)")
     bundle.add_argument("files", nargs="*", type=Path, help="YAML files (default: standard input)")
     args = parser.parse_args(argv)
 
     if args.command == "webhook":
+        # The recorder serves with the webhook's certificate, so that one names it too.
+        also = (issuing.RECORDER,) if args.service == issuing.SERVICE else ()
         files = issuing.issue(args.dir, service=args.service, namespace=args.namespace, hosts=args.host,
-                              secret=args.secret, new_ca=args.new_ca)
+                              secret=args.secret, new_ca=args.new_ca, also=also)
         print(f"wrote {files.ca_cert}, {files.cert}, {files.key} and {files.secret}")
         return 0
     ca = args.ca.read_bytes()

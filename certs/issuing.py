@@ -1,5 +1,9 @@
 """The webhook's serving certificate: a CA and a certificate for the Service's DNS names.
 
+The recorder serves with the same certificate (it mounts the same Secret), so it also names the
+recorder's Service: the API server's aggregation layer checks that name when it proxies the
+records API (``records.sluicegate.dev``) to the recorder.
+
 ``issue`` writes ``ca.crt``/``ca.key`` (reused when present, so a renewed serving certificate
 keeps the caBundle the API server trusts), ``tls.crt``/``tls.key``, and ``secret.yaml``: the
 ``kubernetes.io/tls`` Secret the Deployment mounts. Locally, where the webhook runs as a process
@@ -19,6 +23,7 @@ from process import kubeyaml
 
 NAMESPACE: Final = "sluicegate-system"
 SERVICE: Final = "sluicegate-webhook"
+RECORDER: Final = "sluicegate-recorder"
 SECRET: Final = "sluicegate-webhook-tls"
 CA_NAME: Final = "sluicegate-webhook-ca"
 
@@ -79,16 +84,19 @@ def issue(
     hosts: Sequence[str] = (),
     secret: str = SECRET,
     new_ca: bool = False,
+    also: Sequence[str] = (RECORDER,),
 ) -> WebhookFiles:
-    """Create (or reuse) the CA and issue the serving certificate for the Service's names and
-    ``hosts`` (more DNS names or IP addresses, such as 127.0.0.1)."""
+    """Create (or reuse) the CA and issue the serving certificate for the Service's names, the
+    names of the Services in ``also`` (in the same namespace) and ``hosts`` (more DNS names or
+    IP addresses, such as 127.0.0.1)."""
     files = WebhookFiles(directory)
     if not new_ca and files.ca_cert.exists() and files.ca_key.exists():
         authority = Authority.load(files.ca_cert, files.ca_key)
     else:
         authority = Authority.create(CA_NAME)
         authority.key_pair.write(directory, "ca")
-    names = tuple(dict.fromkeys((*service_hosts(service, namespace), *hosts)))
+    others = [name for other in also for name in service_hosts(other, namespace)]
+    names = tuple(dict.fromkeys((*service_hosts(service, namespace), *others, *hosts)))
     pair = authority.issue_serving(f"{service}.{namespace}.svc", names)
     # Write to new names, then rename: a webhook watching the files never sees half a pair.
     pair.write(directory, "tls.new")

@@ -1,9 +1,10 @@
-"""Reaching the recorder from the command line: through the API server's service proxy, with
-the user's own kubeconfig (impersonation included, as for every other command), so Kubernetes
-RBAC (``services/proxy`` on the recorder's Service) decides who may read the records. No
-port-forward and no credentials of its own.
+"""Reaching the recorder from the command line: through the API server, which serves the
+records as the aggregated API ``records.sluicegate.dev`` (the recorder behind it), with the
+user's own kubeconfig (impersonation included, as for every other command), so the API server
+authenticates the user and Kubernetes RBAC (``list records`` in the recorder's namespace)
+decides who may read them. No port-forward and no credentials of its own.
 
-    GET /api/v1/namespaces/<namespace>/services/<service>/proxy/records?since=<RFC 3339>
+    GET /apis/records.sluicegate.dev/v1alpha1/namespaces/<namespace>/records?since=<RFC 3339>
 """
 
 from __future__ import annotations
@@ -11,31 +12,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 from typing import Final
-from urllib.parse import quote
 
 from cli.commands import CommandError, add_global_flags
 from kube.connecting import ApiError, KubeError
 from kube.reading import open_as_user
+from kube.resources import RECORDS
 from records.sources import Recorded, RecordList
 from records.trace import format_time
 
 NAMESPACE: Final = "sluicegate-system"
-SERVICE: Final = "https:sluicegate-recorder:8443"
 USER_AGENT: Final = "sluicegate-cli"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_argument_group("the recorder (read through the API server's service proxy)")
+    where = parser.add_argument_group("the recorder (read through the API server: records.sluicegate.dev)")
     add_global_flags(where, namespaced=False)
     where.add_argument("--recorder-namespace", default=NAMESPACE, help="the recorder's namespace")
-    where.add_argument("--recorder-service", default=SERVICE,
-                       help="the recorder's Service as the proxy names it, scheme:name:port")
 
 
 def path(args: argparse.Namespace) -> str:
-    namespace = quote(args.recorder_namespace, safe="")
-    service = quote(args.recorder_service, safe=":")
-    return f"/api/v1/namespaces/{namespace}/services/{service}/proxy/records"
+    return RECORDS.path(namespace=args.recorder_namespace)
 
 
 async def _fetch(args: argparse.Namespace, since: float | None) -> RecordList:
@@ -45,8 +41,7 @@ async def _fetch(args: argparse.Namespace, since: float | None) -> RecordList:
         data = await connection.request("GET", path(args), query=query, timeout=300)
     finally:
         await connection.close()
-    return RecordList.from_json(data, source=f"the recorder ({args.recorder_namespace}/"
-                                f"{args.recorder_service})")
+    return RecordList.from_json(data, source=f"the recorder ({path(args)})")
 
 
 def fetch(args: argparse.Namespace, since: float | None) -> RecordList:

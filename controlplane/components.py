@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.extenders import SchedulerExtender
+from controlplane.pki import FRONT_PROXY_CLIENT
 from controlplane.processes import Layout, free_port
 from process import kubeyaml
 
@@ -58,6 +59,21 @@ def apiserver(layout: Layout, ports: Ports) -> list[str]:
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=RBAC",
+        # The aggregation layer: the API server proxies an APIService's requests (the recorder's
+        # records.sluicegate.dev) with this client certificate and names the user it
+        # authenticated in X-Remote-* headers, which the aggregated server trusts only from a
+        # certificate of this CA with this name. Published in
+        # kube-system/extension-apiserver-authentication, where aggregated servers read it.
+        f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki.front_proxy_client_cert}",
+        f"--proxy-client-key-file={pki.front_proxy_client_key}",
+        # No kube-proxy here, so no Service's cluster IP is reachable: the aggregation layer
+        # calls an endpoint's address instead.
+        "--enable-aggregator-routing=true",
         "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
         "--allow-privileged=true",
         # Loopback cannot be a Service endpoint; nothing in the cluster dials the apiserver's Service.

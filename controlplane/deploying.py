@@ -3,7 +3,8 @@
 ``LocalSluicegate(cluster).up()`` installs ``manifests/local`` with the real kubectl (CRDs,
 namespace, ServiceAccounts, RBAC), issues the webhook's serving certificate for 127.0.0.1,
 gets each ServiceAccount a token from the TokenRequest API, starts every process of
-``services.SERVICES`` as its account, waits until each is ready, then applies the webhook
+``services.SERVICES`` as its account, waits until each is ready, points the recorder's Service
+at the local recorder and registers the records APIService, then applies the webhook
 configurations pointed at the local webhook and waits until the API server calls it.
 
 The scheduler extender (a port named ``extender`` in a row of ``services.SERVICES``) must be
@@ -125,7 +126,9 @@ class LocalSluicegate:
         progress(f"sluicegate: installing {self.manifests}")
         documents = self._render()
         hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
-        self._install([d for d in documents if not bundles.is_webhook_configuration(d)])
+        apis = [d for d in documents if bundles.is_api_service(d)]
+        self._install([d for d in documents
+                       if not bundles.is_webhook_configuration(d) and not bundles.is_api_service(d)])
         progress("sluicegate: issuing the serving certificate and the accounts' tokens")
         self.prepare()
         for account in dict.fromkeys(s.account for s in self.services):
@@ -134,7 +137,7 @@ class LocalSluicegate:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
                 self.start(service.name)
-            self._expose_recorder(progress)
+            self._expose_recorder(progress, apis)
             self.cluster.kubectl("apply", "-f", "-",
                                  input=kubeyaml.dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
@@ -144,17 +147,37 @@ class LocalSluicegate:
             raise
         progress("sluicegate: ready; logs in " + str(self.cluster.layout.logs))
 
-    def _expose_recorder(self, progress: Progress) -> None:
-        """The recorder's Service, reached through the API server's proxy as in a cluster."""
+    def _expose_recorder(self, progress: Progress, apis: Sequence[dict[str, Any]]) -> None:
+        """The recorder's Service, reached by the API server as in a cluster, and then its
+        APIService (``apis``) trusting the local CA: an APIService the API server cannot reach
+        would hold up the deletion of every namespace, so it is registered only here."""
         for service in self.services:
             if RECORDS_PORT not in service.ports:
                 continue
             if self.address == "127.0.0.1":
                 progress("sluicegate: this host has no address but loopback; the API server cannot "
-                         "proxy to the recorder, so `sluicegate records export` cannot reach it")
+                         "reach the recorder, so `sluicegate records export` cannot read it")
                 return
             expose(self.cluster, NAMESPACE, RECORDER_SERVICE, RECORDER_SERVICE_PORT,
                    self.port(service.name, RECORDS_PORT), self.address)
+            if apis:
+                progress("sluicegate: registering the records API; waiting until the API server reaches it")
+                self._register(apis, service.name)
+
+    def _register(self, apis: Sequence[dict[str, Any]], name: str) -> None:
+        """Apply the APIServices trusting the local CA; wait until the API server reaches ``name``
+        through them, else fail with what the API server says and the end of its log."""
+        filled = bundles.fill(apis, self.tls.ca_cert.read_bytes())
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(filled))
+        objects = [f"apiservice/{d['metadata']['name']}" for d in filled]
+        waited = self.cluster.kubectl("wait", "--for=condition=Available", f"--timeout={READY_SECONDS:.0f}s",
+                                      *objects, check=False)
+        if waited.returncode != 0:
+            said = self.cluster.kubectl("get", *objects, "-o", "jsonpath={.status.conditions[*].message}",
+                                        check=False).stdout
+            raise StartError(f"the API server did not reach {name} through {', '.join(objects)} within "
+                             f"{READY_SECONDS:.0f}s: {said or waited.stderr.strip()}; last lines of "
+                             f"{self.log(name)}:\n{log_tail(self.log(name))}")
 
     def _render(self) -> list[dict[str, Any]]:
         text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout

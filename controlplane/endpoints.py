@@ -1,8 +1,10 @@
-"""How the API server's service proxy reaches a process that runs on this host (``make up``).
+"""How the API server reaches a process that runs on this host (``make up``).
 
-The CLI reads the recorder as a user would in a real cluster: through
-``/api/v1/namespaces/sluicegate-system/services/https:sluicegate-recorder:8443/proxy/...``. The
-API server resolves that through the Service's Endpoints, and (Kubernetes v1.36,
+The CLI reads the recorder as a user would in a real cluster: through the API server, which
+serves the records as an aggregated API and proxies to the recorder's Service. The aggregation
+layer (with ``--enable-aggregator-routing``: no kube-proxy here) resolves the Service through
+its EndpointSlices, mirrored from the Endpoints of a Service without selector; the service proxy
+(``/api/v1/namespaces/.../services/https:sluicegate-recorder:8443/proxy/...``, Kubernetes v1.36,
 pkg/registry/core/service/storage ``ResourceLocation``) proxies only to an address that is a
 pod's: the address needs a ``targetRef`` to a Pod of the namespace whose ``status.podIPs``
 holds it. Endpoints and EndpointSlices also refuse loopback addresses.

@@ -121,6 +121,8 @@ class LocalCluster:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         if kept and self.layout.pki.ca_cert.exists():
             progress("control plane: keeping the objects and certificates of the last run")
+            if not self.layout.pki.front_proxy_client_key.exists():  # kept from before the front proxy
+                self.layout.pki.generate_front_proxy()
         else:
             progress("control plane: generating certificates")
             self.layout.pki.generate()

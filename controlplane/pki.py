@@ -11,6 +11,9 @@ from process import kubeyaml
 
 ADMIN_USER = "kubernetes-admin"
 ADMIN_GROUP = "system:masters"
+# The API server's front proxy (the aggregation layer): the client certificate it proxies with,
+# from a CA of its own, as kubeadm names them. Aggregated API servers trust only this name.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 # The names under which the apiserver is reached from inside and outside the cluster.
 APISERVER_HOSTS = (
     "127.0.0.1", "localhost", "10.96.0.1",
@@ -49,6 +52,18 @@ class Pki:
         return self.root / "admin.key"
 
     @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.root / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client_cert(self) -> Path:
+        return self.root / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.root / "front-proxy-client.key"
+
+    @property
     def sa_public(self) -> Path:
         return self.root / "sa.pub"
 
@@ -57,7 +72,8 @@ class Pki:
         return self.root / "sa.key"
 
     def generate(self) -> None:
-        """Create the CA, the apiserver's serving cert, the admin client cert and the SA key."""
+        """Create the CA, the apiserver's serving cert, the admin client cert, the SA key and
+        the front proxy's CA and client certificate."""
         ca = Authority.create("sluicegate-local-ca")
         ca.key_pair.write(self.root, "ca")
         ca.issue_serving("kube-apiserver", APISERVER_HOSTS).write(self.root, "apiserver")
@@ -66,6 +82,14 @@ class Pki:
         self.sa_public.write_bytes(sa.cert_pem)
         self.sa_private.write_bytes(sa.key_pem)
         self.sa_private.chmod(0o600)
+        self.generate_front_proxy()
+
+    def generate_front_proxy(self) -> None:
+        """The front proxy's own CA (never the cluster's: a user's client certificate must not
+        pass for the proxy) and its client certificate."""
+        ca = Authority.create("front-proxy-ca")
+        self.front_proxy_ca_cert.write_bytes(ca.cert_pem)
+        ca.issue_client(FRONT_PROXY_CLIENT).write(self.root, "front-proxy-client")
 
     def authority(self) -> Authority:
         return Authority.load(self.ca_cert, self.ca_key)

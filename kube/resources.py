@@ -53,5 +53,9 @@ NODES: Final = Resource("", "v1", "nodes", "Node")
 PRIORITY_CLASSES: Final = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+RECORDS: Final = Resource("records.sluicegate.dev", "v1alpha1", "records", "Record", namespaced=True)
+"""The run records: the recorder serves them as an aggregated API (the APIService
+``v1alpha1.records.sluicegate.dev``), one collection in the recorder's own namespace, so the
+API server authenticates every reader and RBAC (``list records``) decides."""
 CORE_EVENTS: Final = Resource("", "v1", "events", "Event", namespaced=True)
 """Events as ``kubectl describe`` reads them (their ``involvedObject`` field selectors)."""

@@ -4,6 +4,11 @@ A Secret mounted as a volume is updated by kubelet swapping a symlink; cert-mana
 before expiry. Loading the new pair into the same ``SSLContext`` makes every later handshake
 use it, with no restart and no dropped connection. A half-written pair (the key does not match
 the certificate yet) is not loaded; the old one stays until the next look succeeds.
+
+With ``client_ca`` (PEM), the server also asks each client for a certificate and verifies one
+that is offered against that CA alone (``CERT_OPTIONAL``: a client without one still connects,
+and is then judged by what else it sends); a certificate that CA did not sign ends the
+handshake. A data listener uses it for the API server's front-proxy CA (``process.callers``).
 """
 
 from __future__ import annotations
@@ -19,21 +24,24 @@ log = logging.getLogger(__name__)
 Stamp = tuple[tuple[int, int, int], ...]
 
 
-def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+def server_context(cert: Path, key: Path, client_ca: str | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=client_ca)
     return context
 
 
 class ReloadingCertificate:
     """Holds the server's SSLContext and reloads the pair when either file changes."""
 
-    def __init__(self, cert: Path, key: Path) -> None:
+    def __init__(self, cert: Path, key: Path, client_ca: str | None = None) -> None:
         self.cert = cert
         self.key = key
         self._stamp = self._look()
-        self.context = server_context(cert, key)
+        self.context = server_context(cert, key, client_ca)
         self.reloads = 0
 
     def _look(self) -> Stamp:

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from kube.authenticating import FrontProxy, front_proxy
 from kube.connecting import Connection
+from process.callers import Reviews
 from process.certificates import ReloadingCertificate
 from process.serving import Servers, run
 from process.signals import stopped
@@ -27,11 +29,31 @@ class RecorderStopped(Exception):
 USER_AGENT: Final = "sluicegate-recorder"
 
 
+async def _certificate(
+    settings: Settings, connection: Connection
+) -> tuple[ReloadingCertificate, FrontProxy | None]:
+    """The serving certificate, verifying the client certificate of the API server's front proxy
+    (the CA it publishes), and that front proxy; None when the API server has none."""
+    proxy = await front_proxy(connection)
+    if proxy is None:
+        log.warning("the API server publishes no front-proxy CA (no requestheader-client-ca-file in "
+                    "kube-system/extension-apiserver-authentication): only bearer tokens are accepted, "
+                    "and reading through the API server (records.sluicegate.dev) is refused")
+    certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key),
+                                       proxy.ca if proxy is not None else None)
+    return certificate, proxy
+
+
 async def serve(settings: Settings) -> None:
-    certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
     store = Store(Path(settings.database))
-    metrics = RecorderMetrics()
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
+    try:
+        certificate, proxy = await _certificate(settings, connection)
+    except BaseException:
+        store.close()
+        await connection.close()
+        raise
+    metrics = RecorderMetrics()
     recorder = Recorder(connection, store, metrics, flush_seconds=settings.flush_seconds,
                         retention_seconds=settings.retention_seconds)
     stopping = asyncio.Event()
@@ -42,7 +64,10 @@ async def serve(settings: Settings) -> None:
         return None if recorder.reconciled.is_set() else "the pods are not listed and reconciled yet"
 
     servers = Servers(settings.shutdown_seconds)
-    servers.tls(build_app(store, metrics), settings.host, settings.port, certificate)
+    records = build_app(store, metrics, Reviews(connection), front_proxy=proxy, namespace=settings.namespace)
+    # Bounded like the webhook's: a flood of connections must not take the recorder, and with
+    # it the records API that every namespace's deletion waits on, out of memory.
+    servers.tls(records, settings.host, settings.port, certificate, connections=settings.max_connections)
     servers.plain(operations_app(ready, metrics), settings.metrics_host, settings.metrics_port)
     recording = asyncio.create_task(recorder.run(), name="recorder")
     try:

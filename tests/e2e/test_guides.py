@@ -61,6 +61,9 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
         hooks = yaml.safe_load(cluster.kubectl("get", "mutatingwebhookconfiguration", "sluicegate",
                                                "-o", "yaml").stdout)
         assert all(w["clientConfig"].get("caBundle") for w in hooks["webhooks"]), "the CA is filled in"
+        api = yaml.safe_load(cluster.kubectl("get", "apiservice", "v1alpha1.records.sluicegate.dev",
+                                             "-o", "yaml").stdout)
+        assert api["spec"].get("caBundle"), "the records API trusts the CA too"
         assert cluster.kubectl("get", "secret", "sluicegate-extender-tls", "-n", "sluicegate-system",
                                check=False).returncode == 0
     finally:

@@ -1,6 +1,6 @@
 """The run recorder on the real control plane, read as a user reads it: ``sluicegate records
-export`` and ``sluicegate report`` through the API server's service proxy with the admin's
-kubeconfig.
+export`` and ``sluicegate report`` through the API server (the aggregated API
+records.sluicegate.dev) with the admin's kubeconfig.
 
 * Fidelity: a run with several queues and teams, a workflow limit, queue and pod priorities and
   a couple of hundred pods with set durations is recorded, exported and replayed under the same
@@ -331,7 +331,7 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
 
 
 def _record_list(cluster: LocalCluster) -> RecordList:
-    """The recorder's own answer, read with kubectl through the same service proxy."""
-    path = "/api/v1/namespaces/sluicegate-system/services/https:sluicegate-recorder:8443/proxy/records"
+    """The recorder's own answer, read with kubectl through the API server, as the CLI reads it."""
+    path = "/apis/records.sluicegate.dev/v1alpha1/namespaces/sluicegate-system/records"
     out = cluster.kubectl("get", "--raw", path)
     return RecordList.from_json(json.loads(out.stdout))

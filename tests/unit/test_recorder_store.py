@@ -19,6 +19,7 @@ from recorder.store import Store
 from records.sources import RecordList
 from records.trace import Phase
 from tests.builders import T0, MakePod
+from tests.unit.test_callers import READER, Answers
 from tests.unit.test_recorder_lives import scheduled, stamped, terminated
 
 Obj = dict[str, Any]
@@ -100,14 +101,16 @@ async def test_the_api_answers_a_record_list_of_workloads_from_a_time(tmp_path: 
     done = terminated(stamped(pod("old").finished(), admitted=0, dispatched=1), at=50)
     lists(r, done, stamped(pod("now").gated(), admitted=0))
     store.flush()
-    client: TestClient[Any, Any] = TestClient(TestServer(build_app(store, RecorderMetrics(),
-                                                                   clock=lambda: T0 + 300)))
+    answers = Answers({"t": READER}, allowed=(READER.user,))
+    app = build_app(store, RecorderMetrics(), answers, clock=lambda: T0 + 300)
+    client: TestClient[Any, Any] = TestClient(TestServer(app))
     await client.start_server()
     try:
-        everything = RecordList.from_json(await (await client.get("/records")).json())
+        token = {"Authorization": "Bearer t"}
+        everything = RecordList.from_json(await (await client.get("/records", headers=token)).json())
         later = RecordList.from_json(await (await client.get(
-            "/records", params={"since": "2023-11-14T22:16:00Z"})).json())  # T0 + 160
-        bad = await client.get("/records", params={"since": "yesterday"})
+            "/records", params={"since": "2023-11-14T22:16:00Z"}, headers=token)).json())  # T0 + 160
+        bad = await client.get("/records", params={"since": "yesterday"}, headers=token)
         assert bad.status == 400 and "since" in (await bad.json())["error"]
     finally:
         await client.close()

@@ -1,6 +1,6 @@
 """The recorder's answers as the CLI reads them: ``RecordList``, the live ``Recorded`` source,
 and ``sluicegate records export`` writing them as a trace. (The real path, through the API
-server's service proxy, is in tests/e2e/test_recorder.py.)"""
+server's aggregation layer, is in tests/e2e/test_recorder.py and tests/e2e/test_listeners.py.)"""
 
 from __future__ import annotations
 
@@ -57,8 +57,7 @@ def test_export_writes_the_trace_and_says_how_many_pods_were_lost(
     def fetch(args: argparse.Namespace, since: float | None) -> RecordList:
         seen.append(since)
         assert recorder.path(args) == (
-            "/api/v1/namespaces/sluicegate-system/services/https:sluicegate-recorder:8443/proxy/records"
-        )
+            "/apis/records.sluicegate.dev/v1alpha1/namespaces/sluicegate-system/records")
         return RecordList.from_json(answer(lost=3))
 
     monkeypatch.setattr(recorder, "fetch", fetch)
