@@ -83,13 +83,15 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     A group none of whose pods was released is one pending workload. A group whose released
     pods have all ended is finished: its gated pods form a new pending workload that goes through
     every limit. A running group (a released pod still live) is a running workload of its
-    released pods; its gated pods, oldest first, join it only while its live released pods and
-    they stay within its size and only when all its live pods agree (queue, workflow, size).
-    Those form a pending workload (key ``<group key>/joining``, ``joins``) that passes every
-    limit like any other, its requests counted beside the group's live pods, but takes no slot
-    of a count limit: the group holds its slot already. The others wait in a pending workload
-    of their own (key ``<group key>/surplus``) that is never released as such: it says the group
-    already has its size (``surplus``) or names the disagreement.
+    released pods. Its gated pods that agree with its live pods (queue, workflow, size) join it,
+    oldest first, while the live pods and they stay within its size, and only when its live pods
+    agree among themselves. Those form a pending workload (key ``<group key>/joining``,
+    ``joins``) that passes every limit like any other, its requests counted beside the group's
+    live pods, but takes no slot of a count limit: the group holds its slot already. Agreeing
+    pods beyond its size wait in a pending workload (key ``<group key>/surplus``) that is never
+    released as such and says the group already has its size; gated pods that disagree wait in
+    another (``<group key>/disagreeing``) that names the disagreement: a pod mislabelled with the
+    group's name never holds back the pods that do belong to it.
     """
     pods = tuple(members)
     gated = sorted((p for p in pods if p.gated), key=lambda p: (p.created, p.name))
@@ -101,16 +103,20 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
         return [workload_of(f"{key}/ended", released), workload_of(key, tuple(gated))]
     first = min(live, key=lambda p: (p.created, p.name))
     size = fields.positive_int(first.annotations.get(keys.GROUP_SIZE_ANNOTATION, "")) or len(live)
-    disagreement = _disagreement((*live, *gated))
-    room = 0 if disagreement else max(size - len(live), 0)
-    joining, held = tuple(gated[:room]), tuple(gated[room:])
+    split = _disagreement(tuple(live))
+    agree = [] if split else [p for p in gated if not _disagreement((first, p))]
+    others = tuple(p for p in gated if p not in agree)
+    room = max(size - len(live), 0)
+    joining, beyond = tuple(agree[:room]), tuple(agree[room:])
     out = [workload_of(key, released)]
     if joining:
         out.append(replace(workload_of(f"{key}/joining", joining), group_size=len(joining), joins=True))
-    if held:
+    if beyond:
         surplus = f"group {first.group} already has {len(live) + len(joining)}/{size} pods live or joining"
-        waits = workload_of(f"{key}/surplus", held, "" if disagreement else surplus)
-        out.append(replace(waits, disagreement=disagreement) if disagreement else waits)
+        out.append(workload_of(f"{key}/surplus", beyond, surplus))
+    if others:
+        disagreement = split or _disagreement((first, *others))
+        out.append(replace(workload_of(f"{key}/disagreeing", others), disagreement=disagreement))
     return out
 
 

@@ -246,7 +246,9 @@ def workload(lives: list[Life]) -> Record:
 
     Its requests are those of the pods it released (for a group, each listed in ``pods`` with
     its own times); a pod deleted while it waited asks for nothing. A workload never released
-    asks for what its pods waiting at the end asked for (``_waiting``)."""
+    asks for what its pods waiting at the end asked for (``_waiting``). A group's size is the one
+    its first released pod carries, as dispatch reads it: a pod that named the group with another
+    size and never ran does not change it."""
     lives = sorted(lives, key=lambda life: (life.submitted, life.name))
     first = lives[0]
     ran = [life for life in lives if life.released is not None]
@@ -272,7 +274,7 @@ def workload(lives: list[Life]) -> Record:
         workflow=first.workflow,
         workflow_max_running=min(limits) if limits and first.workflow else None,
         group=first.group,
-        group_size=max(life.group_size for life in lives) if first.group else 1,
+        group_size=(ran or lives)[0].group_size if first.group else 1,  # as dispatch read it
         submitter=first.submitter,
         priority=max(life.priority for life in lives),
         requests=_total(ran or _waiting(lives)),

@@ -109,10 +109,11 @@ class Cluster(RuleBasedStateMachine):
             )
 
     @rule(pick=st.integers(0, 1000), victim=st.integers(0, 7),
-          joining=st.lists(st.sampled_from([0, 1, 2, 4, 8]), min_size=1, max_size=3))
-    def swap_member(self, pick: int, victim: int, joining: list[int]) -> None:
+          joining=st.lists(st.sampled_from([0, 1, 2, 4, 8]), min_size=1, max_size=3), misfit=st.booleans())
+    def swap_member(self, pick: int, victim: int, joining: list[int], misfit: bool) -> None:
         """A released member of a running pod group is deleted and members with other requests
-        are created with the same group label and size: they join only through every limit."""
+        are created with the same group label and size: they join only through every limit. With
+        ``misfit``, the first new member names another group size: it never joins."""
         groups = [w for w in self.snap.workloads
                   if w.state is State.RUNNING and w.key.startswith("ml/group:") and w.key.count("/") == 1]
         if not groups:
@@ -126,6 +127,10 @@ class Cluster(RuleBasedStateMachine):
                                 uid=f"uid-joiner-{self.counter}", gated=True, phase=Phase.PENDING,
                                 requests=MappingProxyType({GPU: gpus * 1000}) if gpus else EMPTY,
                                 created=self.snap.now))
+        if misfit:
+            odd = pods[-len(joining)]
+            sizes = MappingProxyType({**odd.annotations, keys.GROUP_SIZE_ANNOTATION: "9"})
+            pods[-len(joining)] = replace(odd, annotations=sizes)
         self.snap = _regrouped(self.snap, group.key, [*pods, *_gated_members(self.snap, group.key)])
 
     @rule(queue=st.sampled_from(QUEUES), max_running=small_limits, quota=gpu_quotas)

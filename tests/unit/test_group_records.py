@@ -66,6 +66,12 @@ def test_a_group_asks_for_the_pods_it_released_and_lists_each_with_its_own_times
     assert parse_record(json.loads(json.dumps(line))) == record
 
 
+def test_a_pod_that_named_the_group_with_another_size_and_never_ran_leaves_its_size_alone() -> None:
+    misfit = replace(member("g", 1, deleted=40), group_size=9)
+    (record,) = workloads([*gy(), misfit])
+    assert (record.group_size, record.requests) == (3, {GPU: 24000})
+
+
 def test_a_group_deleted_before_it_was_released_asks_for_the_pods_it_had_at_its_fullest() -> None:
     """x0 was deleted while gated before x2 came; x1 and x2 were there at the end: 16 GPUs,
     never 24; the group waited and never ran."""

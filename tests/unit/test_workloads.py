@@ -286,9 +286,23 @@ def test_a_straggler_naming_another_queue_stays_gated_and_says_why() -> None:
             MakePod("ml", "g1").queue("b").group("g", 2).gpus(1).gated()]  # fmt: skip
     decision = dispatch(snapshot(pods, [MakeQueue("a"), MakeQueue("b").paused()]))
     assert decision.release == ()
-    wait = decision.waiting["ml/group:g/surplus"]
+    wait = decision.waiting["ml/group:g/disagreeing"]
     says = "group g: its pods name different queues: a, b"
     assert (wait.reason, wait.message) == (Reason.GROUP_INCOMPLETE, says)
+
+
+def test_a_pod_that_misnames_a_running_group_never_holds_back_the_pods_that_belong_to_it() -> None:
+    """A colleague's pod carries the group's name with another size or queue: the rightful pod
+    joins, and only the misfit waits, naming the disagreement (not a quota it never asked for)."""
+    pods = [MakePod("ml", "g2-a").queue("a").group("g2", 2).gpus(1).running("n1"),
+            MakePod("ml", "g2-d").queue("a").group("g2", 2).gpus(2).gated().created(5),
+            MakePod("ml", "g2-dis").queue("a").group("g2", 3).gpus(8).gated().created(1),
+            MakePod("ml", "g2-cpu").queue("b").group("g2", 2).gpus(8).gated().created(2)]  # fmt: skip
+    decision = dispatch(snapshot(pods, [MakeQueue("a").quota(gpus=16), MakeQueue("b")]))
+    assert [[p.name for p in w.pods] for w in decision.release] == [["g2-d"]]
+    wait = decision.waiting["ml/group:g2/disagreeing"]
+    assert (wait.reason, wait.message) == (
+        Reason.GROUP_INCOMPLETE, "group g2: its pods name different queues: a, b")
 
 
 def test_pods_of_one_group_that_disagree_on_its_size_are_not_released() -> None:
