@@ -257,6 +257,7 @@ WEBHOOK = EVERYONE | {
     *((f"{k}.sluicegate.dev", "", v) for k in SLUICEGATE_KINDS for v in READ),
     *(("namespaces", "", v) for v in READ),
     *(("jobs.batch", "", v) for v in READ),  # a Job's creator, for its pods' stamps
+    *(("priorityclasses.scheduling.k8s.io", "", v) for v in ("list", "watch")),  # may a class preempt?
     ("subjectaccessreviews.authorization.k8s.io", "", "create"),
 }
 
