@@ -51,8 +51,9 @@ def fetch(args: argparse.Namespace, since: float | None) -> RecordList:
         return asyncio.run(_fetch(args, since))
     except ApiError as e:
         if e.status == 403:
-            raise CommandError(f"you may not read the run records: {e} (ask for the Role "
-                               f"sluicegate-records-reader in {args.recorder_namespace})") from e
+            raise CommandError(f"you may not read the run records: {e} (they name every team's "
+                               f"pods and submitters, so your platform administrators grant them: "
+                               f"the Role sluicegate-records-reader in {args.recorder_namespace})") from e
         raise CommandError(f"cannot read the run records from the recorder: {e}") from e
     except KubeError as e:
         raise CommandError(f"cannot read the run records from the recorder: {e}") from e

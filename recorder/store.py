@@ -56,6 +56,10 @@ class Store:
         self._db_lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # The records name every team's pods and submitters: the recorder alone reads the
+            # file (SQLite gives its -wal and -shm files the database's own mode).
+            path.touch(mode=0o600, exist_ok=True)
+            path.chmod(0o600)
             self._db = self._connect()
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL with synchronous=NORMAL survives a process kill (not a power cut of the

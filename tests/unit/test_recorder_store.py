@@ -95,6 +95,18 @@ def test_a_watched_deletion_ends_the_life_and_retention_forgets_old_ends(tmp_pat
     assert [life.name for life in r.store.lives()] == ["b"]
 
 
+def test_the_database_and_its_journal_are_the_recorders_alone(tmp_path: Path) -> None:
+    """Every team's pod names and submitters are in the file: other users of the host read nothing."""
+    path = tmp_path / "records.db"
+    path.touch(mode=0o644)  # left readable by an older recorder
+    r = recorder(path, Clock(T0 + 5))
+    lists(r, stamped(pod("a").gated(), admitted=0))
+    r.store.flush()
+    files = [f for f in tmp_path.iterdir() if f.name.startswith("records.db")]
+    assert {f.name for f in files} >= {"records.db", "records.db-wal"}
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
+
+
 async def test_the_api_answers_a_record_list_of_workloads_from_a_time(tmp_path: Path) -> None:
     store = Store(tmp_path / "records.db")
     r = Recorder(cast(Connection, None), store, RecorderMetrics(), clock=Clock(T0 + 200))
