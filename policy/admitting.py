@@ -14,7 +14,13 @@ only when the pod carries a ``sluicegate.dev/`` mark), ``sluicegate.dev/`` keys 
 Sluicegate writes are refused unless they say exactly what Sluicegate itself would write, and
 so is a ``sluicegate.dev/`` scheduling gate on a pod Sluicegate does not manage. A real mirror
 pod carries no ``sluicegate.dev/`` key at all. ``pods/status`` UPDATEs are guarded like pod
-UPDATEs, and a stamped Job or CronJob template belongs to the user the stamp names.
+UPDATEs, and a stamped Job or CronJob belongs to the user the stamp names: only they change
+what it runs (anyone may suspend it).
+
+In a namespace opted in to a team no pod preempts, managed or not (``policy.priorities``; a
+node's mirror pods aside): any member can create a pod Sluicegate does not manage there, and
+one of a class that preempts would evict other teams' running work. A Job's or CronJob's pod
+template is judged the same way at its CREATE and whenever it changes.
 
 Admission is idempotent: reviewing the pod it produced yields an empty patch, because a value
 identical to what Sluicegate itself writes is not a bypass and every preset merge is idempotent.
@@ -150,7 +156,9 @@ def _create_pod(
     if isinstance(submitter, Deny):
         return submitter
     if not managed:
-        return _unmanaged(pod, submitter)
+        # Any member of the team can create such a pod: it may not preempt either.
+        arrived = fields.obj(pod.get("spec"))
+        return _preempting(arrived, arrived, classes, "this pod") or _unmanaged(pod, submitter)
     foreign = _foreign_gate(pod, keys.GATE)
     if foreign is not None:
         return foreign
@@ -337,6 +345,10 @@ def _create_owner(
         bypass = check_written_keys(labels, notes, {}, {}, submitter)
         if bypass is not None:
             return bypass
+        # Its pods may not preempt, managed or not.
+        preempting = _template_preempting(request, template, (), classes)
+        if preempting is not None:
+            return preempting
     out = thaw(obj)
     dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = (
         submitter.to_annotation()
@@ -358,18 +370,20 @@ def _update_owner(
     classes: PriorityClasses,
 ) -> Deny | None:
     """A changed pod template of an owner (a CronJob's is mutable, a suspended Job's in part)
-    may not come to preempt: its next pods would be refused one by one, out of sight."""
+    may not come to preempt, managed or not: its next pods would be refused one by one, out of
+    sight."""
     template = fields.at(request.object, path)
     old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
     if not namespace.opted_in or template == old:
         return None
     try:
-        if not is_managed(template, catalog):
-            return None
+        managed = is_managed(template, catalog)
     except UNREADABLE:
         return None  # the pods' CREATE refuses what cannot be read, with the field's path
-    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
-    presets = resolve_presets(notes, namespace, catalog)
+    presets: tuple[Preset, ...] | Deny = ()
+    if managed:
+        notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+        presets = resolve_presets(notes, namespace, catalog)
     return _template_preempting(request, template, () if isinstance(presets, Deny) else presets, classes)
 
 
@@ -377,8 +391,8 @@ def _update_owner(
 
 
 def _preempting(spec: Obj, before: Obj, classes: PriorityClasses, subject: str) -> Deny | None:
-    """A managed pod never preempts (``policy.priorities``): ``spec`` is the pod's spec as
-    admission leaves it, ``before`` as it arrived."""
+    """No pod of a team's namespace preempts (``policy.priorities``): ``spec`` is the pod's spec
+    as admission leaves it, ``before`` as it arrived."""
     priority = priorities.of(spec, before, classes)
     problem = None if priority is None else priorities.refusal(priority, classes, subject)
     return None if problem is None else Deny(problem)

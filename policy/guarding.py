@@ -5,6 +5,12 @@ its queue, team, submitter or group would move it past the checks its CREATE pas
 controller's service account may do either; ``admitting.review`` calls ``guard`` for everyone
 else. The same holds for the pod template of an owner (a suspended Job's template can change).
 
+A stamped Job or CronJob belongs to the person its stamp names: its pods run, and count, as
+theirs. So anyone else (but a trusted controller) is refused any change to its spec that
+changes what runs or how much (``owner_changes``): its template, parallelism, completions,
+schedule, deadlines, everything but one field. Anyone allowed to edit it may still suspend it
+(``spec.suspend: true``), an emergency brake; resuming it is again the submitter's.
+
 Break glass: a person allowed the verb ``release`` on the pod's Queue
 (``kubectl auth can-i release queues.sluicegate.dev/<name>``) may remove the gate by hand in
 an emergency. The webhook asks ``release_queue`` which queue a request needs that permission
@@ -49,8 +55,9 @@ def guard(
     ``may_release``: the requester may ``release`` the queue ``release_queue`` named, so removing
     the gate is a break-glass release rather than a bypass.
 
-    An owner's stamped pod template belongs to the person the stamp names: anyone else (but a
-    ``trusted`` controller) who changes it is refused, since its pods would run as that person.
+    A stamped owner (Job, CronJob) belongs to the person the stamp names: anyone else (but a
+    ``trusted`` controller) who changes what it runs is refused, since its pods would run and
+    count as that person's.
     """
     old = request.old_object or MappingProxyType({})
     new = request.object
@@ -68,12 +75,12 @@ def guard(
             release = Release(f"{meta.get('namespace')}/{meta.get('name')}", queue, request.user)
     elif request.kind in OWNER_TEMPLATES:
         noun = f"the pod template of a {request.kind.kind}"
-        path = OWNER_TEMPLATES[request.kind]
-        old, new = fields.at(old, path), fields.at(new, path)
-        if old != new and request.user not in trusted:
-            owned = _someone_elses(old, request)
+        if request.user not in trusted:
+            owned = _someone_elses(request)
             if owned is not None:
                 return owned
+        path = OWNER_TEMPLATES[request.kind]
+        old, new = fields.at(old, path), fields.at(new, path)
     else:
         return Admit()
     old_meta, new_meta = fields.obj(old.get("metadata")), fields.obj(new.get("metadata"))
@@ -95,21 +102,58 @@ def guard(
     return Admit(release=release)
 
 
-def _someone_elses(template: Obj, request: Request) -> Deny | None:
-    """The refusal for changing a template stamped for someone other than the requester."""
-    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+def _someone_elses(request: Request) -> Deny | None:
+    """The refusal for changing what an owner stamped for someone other than the requester runs."""
+    path = OWNER_TEMPLATES[request.kind]
+    before = request.old_object or fields.EMPTY_OBJ
+    notes = fields.string_map(fields.obj(fields.at(before, path).get("metadata")).get("annotations"))
     raw = notes.get(keys.SUBMITTER_ANNOTATION)
     if raw is None:
         return None
     stamped = Submitter.from_annotation(raw)
     if stamped is not None and stamped.user == request.user:
         return None
+    changed = owner_changes(before, request.object, path)
+    if not changed:
+        return None
+    kind = request.kind.kind
+    name = fields.obj(before.get("metadata")).get("name")
     owner = f"user {stamped.user}" if stamped is not None else f'"{raw}"'
     return Deny(
-        f"the pod template of this {request.kind.kind} was submitted by {owner} "
-        f"(annotation {keys.SUBMITTER_ANNOTATION}) and only they may change it: its pods run as "
-        f"{owner}'s; create a {request.kind.kind} of your own instead"
+        f"{kind} {name} was submitted by {owner} (annotation {keys.SUBMITTER_ANNOTATION} on its pod "
+        f"template) and only they may change what it runs or how much ({', '.join(changed)}): its "
+        f"pods run and count as {owner}'s; create a {kind} of your own instead. Anyone allowed to "
+        f"edit it may still suspend it (spec.{SUSPEND}: true)"
     )
+
+
+SUSPEND = "suspend"
+"""The one field of a Job's or CronJob's spec anyone may set (to true): the emergency brake."""
+
+
+def owner_changes(old: Obj, new: Obj, template: tuple[str, ...]) -> list[str]:
+    """The fields of an owner's spec that an UPDATE from ``old`` to ``new`` changes, as paths
+    (``spec.parallelism``, ``spec.jobTemplate.spec.template``): a pod template counts as one
+    field, and the objects that lead to it (a CronJob's ``jobTemplate``) are looked into.
+    Suspending is no change here; resuming is (``spec.suspend``)."""
+    changed: list[str] = []
+
+    def walk(before: Obj, after: Obj, at: tuple[str, ...]) -> None:
+        for key in sorted({*before, *after}, key=str):
+            was, now = before.get(key), after.get(key)
+            here = (*at, str(key))
+            if here == ("spec", SUSPEND):
+                if was is True and now is not True:
+                    changed.append(".".join(here))
+            elif was != now:
+                leads = len(here) < len(template) and here == template[: len(here)]
+                if leads and isinstance(was, Mapping) and isinstance(now, Mapping):
+                    walk(was, now, here)
+                else:
+                    changed.append(".".join(here))
+
+    walk(fields.obj(old.get("spec")), fields.obj(new.get("spec")), ("spec",))
+    return changed
 
 
 def gated(pod: Obj) -> bool:

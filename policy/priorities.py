@@ -1,26 +1,30 @@
-"""Pod priority and preemption: a pod Sluicegate manages never preempts.
+"""Pod priority and preemption: no pod in a team's namespace preempts.
 
 kube-scheduler preempts for a pod whose ``spec.preemptionPolicy`` is ``PreemptLowerPriority``:
 when no node fits it, it evicts running pods of lower ``spec.priority`` to make room, another
 team's as readily as the pod's own. Sluicegate's queues already decide which work goes first,
-so a pod it releases must never do that.
+so a pod it releases must never do that; and since any member of a team can create a pod that
+Sluicegate does not manage (no queue, no GPU) in the team's namespace, such a pod must not
+either, or it evicts another team's released work for them.
 
 The API server's Priority admission plugin sets both fields at a pod's CREATE from the
 PriorityClass the pod names (``priorityClassName``), else from the cluster's default class
 (``globalDefault: true``), else to priority 0 and ``PreemptLowerPriority``. It runs before the
 mutating webhooks and again after any of them changed the pod, and it refuses a pod whose
 ``preemptionPolicy`` is not its class's, so admission cannot turn a class's preemption off:
-it can only refuse the class. The rule (``refusal``):
+it can only refuse the class. The rule (``refusal``), for every pod of a namespace opted in to
+a team, managed or not (a node's mirror pods aside):
 
 - above priority 0, only a class whose ``preemptionPolicy`` is ``Never`` is admitted; one that
   preempts is refused, naming the classes that never preempt;
 - at priority 0 a pod may keep ``PreemptLowerPriority``: that is what the API server gives
   every pod without a class, and nothing can change it. Such a pod could preempt only pods
   below priority 0, so
-- below priority 0 no managed pod is admitted, whatever its preemptionPolicy.
+- below priority 0 no pod is admitted, whatever its preemptionPolicy.
 
-So no managed pod can ever preempt another one, and none above the default priority preempts
-anything.
+So no pod of a team's namespace can ever preempt another one, and none above the default
+priority preempts anything. Pods of namespaces that are not opted in (kube-system, ...) are the
+administrators' and are not judged.
 
 Priority and preemptionPolicy are immutable once a pod exists, so the rule holds at CREATE.
 """
@@ -118,8 +122,8 @@ def of(spec: Obj, before: Obj, classes: PriorityClasses) -> Priority | None:
 
 
 def refusal(priority: Priority, classes: PriorityClasses, subject: str = "this pod") -> str | None:
-    """Why a managed pod of this priority may not go in (see the module's rule), or None.
-    ``subject`` names what is judged: "this pod", "the pods of this Job"."""
+    """Why a pod of this priority may not go into a team's namespace (see the module's rule),
+    or None. ``subject`` names what is judged: "this pod", "the pods of this Job"."""
     whose = f'PriorityClass "{priority.class_name}" (value {priority.value}'
     whose += "; the cluster's default, for pods that name no class)" if priority.default else ")"
     if priority.value < DEFAULT_PRIORITY:
@@ -127,24 +131,32 @@ def refusal(priority: Priority, classes: PriorityClasses, subject: str = "this p
             f"{whose} is below priority {DEFAULT_PRIORITY}: pods at priority {DEFAULT_PRIORITY} (those "
             "that name no PriorityClass, where the cluster has no default class) may preempt pods "
             f"below them, so once running {subject} could be evicted for one of them, and "
-            f"Sluicegate admits no pod below priority {DEFAULT_PRIORITY}; {_alternatives(classes)}"
-        )
-    if priority.preempts and priority.value > DEFAULT_PRIORITY:
-        return (
-            f"{whose} has preemptionPolicy {PREEMPT_LOWER_PRIORITY}: to place {subject}, "
-            "kube-scheduler would evict running pods of lower priority, other teams' too, and pods "
-            "Sluicegate manages never preempt (their queues decide what goes first); "
+            f"Sluicegate admits no pod below priority {DEFAULT_PRIORITY} in a team's namespace; "
             f"{_alternatives(classes)}"
         )
+    if preempts(priority):
+        return (
+            f"{whose} has preemptionPolicy {PREEMPT_LOWER_PRIORITY}: to place {subject}, "
+            "kube-scheduler would evict running pods of lower priority, other teams' too, and no pod "
+            "in a team's namespace may preempt, whether Sluicegate manages it or not (queues decide "
+            f"what goes first); {_alternatives(classes)}"
+        )
     return None
+
+
+def preempts(priority: Priority) -> bool:
+    """kube-scheduler would evict pods of priority 0 (every pod without a class) for this one."""
+    return priority.preempts and priority.value > DEFAULT_PRIORITY
 
 
 def _alternatives(classes: PriorityClasses) -> str:
     advice = (
         "set priorityClassName to a PriorityClass whose preemptionPolicy is Never and whose value "
-        f"is {DEFAULT_PRIORITY} or more: it orders work in the queue all the same"
+        f"is {DEFAULT_PRIORITY} or more, which orders work just the same but evicts nothing"
     )
     fit = sorted(c.name for c in classes.values() if not c.preempts and c.value >= DEFAULT_PRIORITY)
-    if fit:
-        return f"{advice} ({', '.join(fit)})"
-    return f"{advice} (there is none yet: a platform administrator creates one)"
+    advice += f" ({', '.join(fit)})" if fit else " (there is none yet: a platform administrator creates one)"
+    default = resolve(fields.EMPTY_OBJ, classes)
+    if default is not None and default.value >= DEFAULT_PRIORITY and not preempts(default):
+        advice += ", or remove priorityClassName"
+    return advice

@@ -22,6 +22,7 @@ REASONS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("NodeName", r"spec\.nodeName is set"),
         ("SystemKey", r"is written by Sluicegate and cannot be set by users"),
         ("StampOfOwner", r"pod template carries the submitter stamp of user .*, and the \S+ names "),
+        ("SubmittedByOther", r"was submitted by .* and only they may change what it runs"),
         ("PriorityClass", r'^PriorityClass "[^"]*"'),
         ("GateRemoved", r"may remove the scheduling gate " + re.escape(keys.GATE)),
         ("KeyChanged", r"cannot be (added to|removed from|changed on) "),

@@ -1,9 +1,9 @@
 """Issue 7 through the real API server: forged mirror pods and forged group members are refused,
 a node's own mirror pod is admitted unchanged, and break glass works only for a user allowed to
 ``release`` the pod's Queue; marks forged before a namespace opts in or through pods/status,
-someone else's stamped CronJob (edited, or run by hand with kubectl create job --from) and a
-count of thousands of digits are refused; relabelling a
-namespace does not free its running pods' slots."""
+someone else's stamped CronJob (edited, made to run more, or run by hand with kubectl create
+job --from) and a count of thousands of digits are refused, while anyone may suspend it;
+relabelling a namespace does not free its running pods' slots."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from policy.pods import Submitter
 from process import kubeyaml
 from tests.admission_builders import make_queue, make_team
 from tests.e2e.conftest import eventually
-from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod
+from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod, submitter
 
 NODE = "gpu-node-0"
 WRITTEN_BY_SLUICEGATE = "is written by Sluicegate and cannot be set by users"
@@ -379,11 +379,70 @@ def test_another_users_stamped_cronjob_cannot_be_edited_to_run_as_them(project: 
     ])
     alice = project.user("alice", "vision-devs")
     refusal = alice.fails("patch", "cronjob", "oncall-cj", "--type=json", "-p", edit)
-    assert "was submitted by user olga" in refusal and "only they may change it" in refusal
+    assert "was submitted by user olga" in refusal and "only they may change what it runs" in refusal
     kept = project.admin.get("cronjob", "oncall-cj")["spec"]["jobTemplate"]["spec"]["template"]
     assert kept["spec"]["containers"][0]["image"] == stored["spec"]["containers"][0]["image"]
 
     project.user("olga", "vision-devs").run("patch", "cronjob", "oncall-cj", "--type=json", "-p", edit)
+
+
+def test_another_users_cronjob_cannot_be_made_to_run_more_of_their_work_but_anyone_may_suspend_it(
+    project: Project,
+) -> None:
+    """carol (on call) has a CronJob in the urgent queue; dmitri, who may edit it but may not use
+    that queue, makes it run four 8-GPU pods every minute, which would run and count as carol's."""
+    urgent = project.name("urgent-retrain")
+    queue = make_queue(urgent, groups=["ml-oncall"], max_running=0)  # dispatches nothing
+    queue["spec"]["priority"] = 100
+    project.create(make_team(project.team, users=["carol", "dmitri"]), queue)
+    project.opt_in()
+    project.grant(users=("carol", "dmitri"), groups=())
+    template = {"metadata": {"labels": {keys.QUEUE_LABEL: urgent}},
+                "spec": gpu_pod("x", project.namespace, 8)["spec"]}
+    cronjob = kubeyaml.dump({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly-retrain", "namespace": project.namespace},
+        # Due on January 1st: nothing is started while the test runs.
+        "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {
+            "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": template}}},
+    })
+    carol, dmitri = project.user("carol", "ml-oncall"), project.user("dmitri", "nlp-devs")
+    eventually(lambda: carol.cluster.kubectl(*carol.identity, "-n", project.namespace, "create",
+                                             "--dry-run=server", "-f", "-", input=cronjob,
+                                             check=False).returncode == 0,
+               f"the webhook to know queue {urgent}")
+    carol.run("create", "-f", "-", input=cronjob)
+    stored = project.admin.get("cronjob", "nightly-retrain")
+    assert submitter(stored["spec"]["jobTemplate"]["spec"]["template"]["metadata"]) == "carol"
+
+    attack = json.dumps({"spec": {"schedule": "* * * * *",
+                                  "jobTemplate": {"spec": {"parallelism": 4, "completions": 4}}}})
+    refusal = dmitri.fails("patch", "cronjob", "nightly-retrain", "--type=merge", "-p", attack)
+    assert "cronjobs.validate.sluicegate.dev" in refusal and "denied the request" in refusal
+    assert (
+        f"CronJob nightly-retrain was submitted by user carol (annotation {keys.SUBMITTER_ANNOTATION} on "
+        "its pod template) and only they may change what it runs or how much "
+        "(spec.jobTemplate.spec.completions, spec.jobTemplate.spec.parallelism, spec.schedule): its "
+        "pods run and count as user carol's; create a CronJob of your own instead. Anyone allowed to "
+        "edit it may still suspend it (spec.suspend: true)"
+    ) in refusal
+    kept = project.admin.get("cronjob", "nightly-retrain")["spec"]
+    assert (kept["schedule"], kept["jobTemplate"]["spec"]["parallelism"]) == ("0 0 1 1 *", 1)
+
+    # The emergency brake is anyone's; resuming is carol's again.
+    dmitri.run("patch", "cronjob", "nightly-retrain", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    assert project.admin.get("cronjob", "nightly-retrain")["spec"]["suspend"] is True
+    refusal = dmitri.fails("patch", "cronjob", "nightly-retrain", "--type=merge", "-p",
+                           '{"spec":{"suspend":false}}')
+    assert "only they may change what it runs or how much (spec.suspend)" in refusal
+
+    # carol changes her own CronJob as she likes.
+    own = json.dumps({"spec": {"suspend": False, "schedule": "0 0 2 1 *",
+                               "jobTemplate": {"spec": {"parallelism": 2, "completions": 2}}}})
+    carol.run("patch", "cronjob", "nightly-retrain", "--type=merge", "-p", own)
+    changed = project.admin.get("cronjob", "nightly-retrain")["spec"]
+    assert (changed["suspend"], changed["schedule"], changed["jobTemplate"]["spec"]["parallelism"]) == (
+        False, "0 0 2 1 *", 2)
 
 
 def test_a_job_made_from_another_users_cronjob_is_refused_naming_whose_stamp_it_carries(

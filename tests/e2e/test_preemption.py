@@ -1,10 +1,12 @@
-"""No pod Sluicegate manages preempts, on the real control plane with the real kube-scheduler.
+"""No pod of a team's namespace preempts, on the real control plane with the real kube-scheduler.
 
-nlp's eight 1-GPU pods fill an 8-GPU node of the test's own; vision's pod pinned to that node
-names a PriorityClass of value 1000. With a class that preempts, kube-scheduler would evict
-one of nlp's pods to place it, so admission refuses it (and a Job whose pods would do the same)
-and says which classes never preempt. With such a class the pod is admitted and released by
-its queue; kube-scheduler then reports that it will not preempt for it, the pod waits for room
+nlp's eight 1-GPU pods of 10 CPUs each fill an 8-GPU node of the test's own; vision's pod pinned
+to that node names a PriorityClass of value 1000. With a class that preempts, kube-scheduler
+would evict one of nlp's pods to place it, so admission refuses it (and a Job whose pods would
+do the same) and says which classes never preempt; so it refuses a CPU-only pod of 90 CPUs of
+that class that names no queue (one Sluicegate does not manage), which would evict all eight.
+With a class that never preempts the pod is admitted and released by its queue;
+kube-scheduler then reports that it will not preempt for it, the pod waits for room
 ("dispatched, waiting for Kubernetes") and every nlp pod keeps running. Neither the pod's
 priority nor its preemptionPolicy can be changed once it exists, and a preset may set the class
 too (the API server then resolves the pod's priority from the preset's class).
@@ -30,6 +32,9 @@ from tests.e2e.scenes import HELD_SECONDS, Scene
 UNPLACEABLE = "dispatched, waiting for Kubernetes to place it: "
 NO_PREEMPTION = "preemption: not eligible due to preemptionPolicy=Never."
 GPUS = 8
+# The fake node has 96 CPUs (controlplane.nodes): eight pods of 10 leave 16 free, so a pod of 90
+# fits only if kube-scheduler evicts all eight.
+VICTIM_CPU, BULLY_CPU = "10", "90"
 
 
 class World:
@@ -77,8 +82,9 @@ class World:
         return name
 
     def pod(self, namespace: str, name: str, queue: str, priority_class: str = "") -> dict[str, Any]:
-        """A 1-GPU pod pinned to the test's node, running until the test ends."""
+        """A 1-GPU pod of 10 CPUs pinned to the test's node, running until the test ends."""
         pod = self.scene.pod(namespace, name, queue, gpus=1, seconds=HELD_SECONDS)
+        pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": VICTIM_CPU}
         spec = pod["spec"]
         spec["nodeSelector"] = {"kubernetes.io/hostname": self.node}
         spec["tolerations"] = [{**self.taint, "operator": "Equal"}]
@@ -128,7 +134,22 @@ def test_a_pod_of_higher_priority_pinned_to_a_full_node_never_evicts_another_tea
     assert "pods.mutate.sluicegate.dev" in refused.stderr and "denied the request" in refused.stderr
     assert (f'PriorityClass "{world.high}" (value 1000) has preemptionPolicy PreemptLowerPriority: to '
             "place this pod, kube-scheduler would evict running pods of lower priority, other teams' "
-            "too, and pods Sluicegate manages never preempt") in refused.stderr
+            "too, and no pod in a team's namespace may preempt") in refused.stderr
+
+    # A CPU-only pod that names no queue, so not Sluicegate's to dispatch, of the same class:
+    # refused too, as any member of a team could otherwise evict another team's running work.
+    unmanaged = world.pod(world.vision, "bully-n", world.vision_train, world.high)
+    del unmanaged["metadata"]["labels"][keys.QUEUE_LABEL]
+    unmanaged["spec"]["containers"][0]["resources"] = {"requests": {"cpu": BULLY_CPU}}
+    refused = world.as_user("alice", "create", "-f", "-", input=kubeyaml.dump(unmanaged), check=False)
+    assert refused.returncode != 0, "alice's CPU pod of a preempting class was admitted"
+    assert "pods.mutate.sluicegate.dev" in refused.stderr and "denied the request" in refused.stderr
+    assert (f'PriorityClass "{world.high}" (value 1000) has preemptionPolicy PreemptLowerPriority: to '
+            "place this pod, kube-scheduler would evict running pods of lower priority, other teams' "
+            "too, and no pod in a team's namespace may preempt, whether Sluicegate manages it or "
+            "not") in refused.stderr
+    assert "set priorityClassName to a PriorityClass whose preemptionPolicy is Never" in refused.stderr
+    assert scene.cluster.kubectl("get", "pod", "bully-n", "-n", world.vision, check=False).returncode != 0
 
     # A Job whose pods would preempt is refused at its own CREATE, once the webhook's watch has
     # the class (a dry run asks the webhook without creating anything).

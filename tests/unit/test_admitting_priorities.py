@@ -1,4 +1,5 @@
-"""A pod Sluicegate manages never preempts: admission refuses a PriorityClass that would let it.
+"""No pod of a team's namespace preempts, managed or not: admission refuses a PriorityClass that
+would let it.
 
 A pod reaches the webhook with ``priority`` and ``preemptionPolicy`` already set from its class
 by the API server's Priority plugin (``as_resolved`` below builds it so); a Job's or CronJob's
@@ -17,10 +18,13 @@ from policy.patching import apply
 from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import CRONJOB, Admit, Deny, Kind
 from tests.admission_builders import (
+    NODE,
+    NODES,
     PodBuilder,
     create,
     create_job,
     make_job,
+    make_namespace,
     make_pod,
     make_preset,
     run,
@@ -42,12 +46,14 @@ def classes(*extra: PriorityClass) -> PriorityClasses:
 CLASSES = classes()
 FIX = (
     "set priorityClassName to a PriorityClass whose preemptionPolicy is Never and whose value is 0 "
-    "or more: it orders work in the queue all the same (queued-high, queued-low)"
+    "or more, which orders work just the same but evicts nothing (queued-high, queued-low), or "
+    "remove priorityClassName"
 )
 PREEMPTS = (
     'PriorityClass "high" (value 1000) has preemptionPolicy PreemptLowerPriority: to place this '
-    "pod, kube-scheduler would evict running pods of lower priority, other teams' too, and pods "
-    f"Sluicegate manages never preempt (their queues decide what goes first); {FIX}"
+    "pod, kube-scheduler would evict running pods of lower priority, other teams' too, and no pod "
+    "in a team's namespace may preempt, whether Sluicegate manages it or not (queues decide what "
+    f"goes first); {FIX}"
 )
 
 
@@ -113,7 +119,7 @@ def test_a_class_below_priority_0_is_refused_saying_why() -> None:
         'PriorityClass "low" (value -10) is below priority 0: pods at priority 0 (those that name no '
         "PriorityClass, where the cluster has no default class) may preempt pods below them, so once "
         "running this pod could be evicted for one of them, and Sluicegate admits no pod below "
-        f"priority 0; {FIX}"
+        f"priority 0 in a team's namespace; {FIX}"
     )
 
 
@@ -131,8 +137,8 @@ def test_without_a_class_that_never_preempts_the_refusal_says_an_administrator_m
     decision = review_pod(as_resolved(gpu_pod(), HIGH), MappingProxyType({"high": HIGH}))
     assert isinstance(decision, Deny)
     assert decision.message.endswith(
-        "it orders work in the queue all the same (there is none yet: a platform administrator "
-        "creates one)")
+        "which orders work just the same but evicts nothing (there is none yet: a platform "
+        "administrator creates one), or remove priorityClassName")
 
 
 PRESETS = vision_catalog(presets=[
@@ -162,10 +168,57 @@ def test_a_preset_that_sets_a_class_leaves_its_priority_for_the_api_server_to_re
     assert review_pod(stored, catalog=PRESETS) == Admit()
 
 
-def test_a_pod_sluicegate_does_not_manage_is_not_judged_but_a_managed_one_is() -> None:
-    unmanaged = as_resolved(make_pod(), HIGH)  # no GPU, no queue, no presets
-    assert review_pod(unmanaged) == Admit()
-    assert review_pod(as_resolved(gpu_pod(), HIGH)) == Deny(PREEMPTS)
+# --- pods Sluicegate does not manage, in a team's namespace --------------------------------
+#
+# Any member of the team may create one there (no queue, no GPU), and kube-scheduler preempts
+# for it as for any other pod: so the same rule holds for it.
+
+
+def bully() -> PodBuilder:
+    """A CPU-only pod that names no queue and no presets, pinned to a node full of another
+    team's released GPU pods."""
+    return (make_pod("bully-n").requests(cpu="90")
+            .spec("nodeSelector", {"kubernetes.io/hostname": "gpu-node-0"}))
+
+
+def test_a_pod_sluicegate_does_not_manage_may_not_preempt_either() -> None:
+    assert review_pod(as_resolved(bully(), HIGH)) == Deny(PREEMPTS)
+
+
+@pytest.mark.parametrize(
+    ("pc", "refused"),
+    [
+        pytest.param(None, False, id="no class: priority 0, admitted"),
+        pytest.param(ZERO, False, id="a class of value 0 that preempts: the same as no class"),
+        pytest.param(QUEUED_HIGH, False, id="above 0, never preempting"),
+        pytest.param(HIGH, True, id="above 0, preempting"),
+        pytest.param(LOW, True, id="below 0: every pod at 0, another team's too, could preempt it"),
+    ],
+)
+def test_which_priorities_a_pod_sluicegate_does_not_manage_may_have(
+    pc: PriorityClass | None, refused: bool
+) -> None:
+    decision = review_pod(as_resolved(bully(), pc))
+    assert decision == (Deny(decision.message) if refused else Admit()), decision
+    assert isinstance(review_pod(as_resolved(bully(), HIGH)), Deny)
+
+
+def test_a_mirror_pod_and_pods_outside_the_teams_namespaces_keep_any_class() -> None:
+    """A node's mirror pod (a static pod it already runs) and the pods of namespaces that have
+    not opted in (kube-system, ...) are the administrators'."""
+    mirror = as_resolved(bully().mirror("gpu-node-1"), HIGH)
+    assert run(create(mirror, NODE, NODES), classes=CLASSES) == Admit()
+    system = make_namespace("kube-system", team=None)
+    assert run(create(as_resolved(bully(), HIGH), "alice"), system, classes=CLASSES) == Admit()
+    # Anyone else's pod that claims to be a mirror pod is judged like any other.
+    assert review_pod(mirror) == Deny(PREEMPTS)
+
+
+def test_an_unmanaged_pod_whose_class_the_webhook_cannot_resolve_is_left_to_the_api_server() -> None:
+    """Without the fields the Priority plugin sets (which it always sets before the webhooks),
+    the class is looked up; one not known yet is not refused on a guess."""
+    assert review_pod(bully().spec("priorityClassName", "brand-new").obj()) == Admit()
+    assert review_pod(bully().spec("priorityClassName", "high").obj()) == Deny(PREEMPTS)
 
 
 # --- owners: a Job's or CronJob's pod template ------------------------------------------------
@@ -180,11 +233,7 @@ def template(pc: str | None) -> dict[str, Any]:
 
 def test_a_job_whose_pods_would_preempt_is_refused_at_its_create() -> None:
     decision = run(create_job(make_job(template("high")), "alice", "vision-devs"), classes=CLASSES)
-    assert decision == Deny(
-        'PriorityClass "high" (value 1000) has preemptionPolicy PreemptLowerPriority: to place the '
-        "pods of this Job, kube-scheduler would evict running pods of lower priority, other teams' too, "
-        f"and pods Sluicegate manages never preempt (their queues decide what goes first); {FIX}"
-    )
+    assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this Job"))
 
 
 @pytest.mark.parametrize(
@@ -207,6 +256,32 @@ def test_which_classes_a_jobs_pod_template_may_name(
     assert isinstance(decision, Deny) is refused, decision
     assert isinstance(run(create_job(make_job(template("high")), "alice", "vision-devs"), classes=known),
                       Deny)
+
+
+def test_a_job_or_cronjob_whose_pods_sluicegate_would_not_manage_may_not_preempt_either() -> None:
+    cpu_only = bully().spec("priorityClassName", "high").template()
+    decision = run(create_job(make_job(cpu_only), "alice", "vision-devs"), classes=CLASSES)
+    assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this Job"))
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": "vision-ml"},
+            "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": cpu_only}}}}
+    decision = run(create(cron, "alice", "vision-devs", kind=CRONJOB), classes=CLASSES)
+    assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this CronJob"))
+    # The same template with a class that never preempts goes in.
+    fine = bully().spec("priorityClassName", "queued-high").template()
+    assert isinstance(run(create_job(make_job(fine), "alice", "vision-devs"), classes=CLASSES), Admit)
+
+
+def test_a_cronjob_whose_pods_sluicegate_would_not_manage_cannot_be_switched_to_a_preempting_class() -> None:
+    def cpu_cron(pc: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "nightly", "namespace": "vision-ml"},
+                "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {
+                    "template": bully().spec("priorityClassName", pc).template()}}}}
+
+    decision = run(update(cpu_cron("queued-high"), cpu_cron("high"), "alice", "vision-devs", kind=CRONJOB),
+                   classes=CLASSES)
+    assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this CronJob"))
 
 
 def cronjob(pc: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from policy import keys
 from policy.catalog import Catalog
 from policy.model import Namespace
-from policy.reviews import Deny, Request
+from policy.reviews import JOB, Deny, Request
 from tests.admission_builders import (
     create,
     create_job,
@@ -28,6 +28,7 @@ GATED = make_pod().queue("vision-train").gpus(1).gated()
 FROM_CRONJOB = make_job(make_pod().queue("vision-train").gpus(1).submitter("carol").template())
 FROM_CRONJOB["metadata"]["ownerReferences"] = [
     {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]
+CAROLS = make_job(make_pod().queue("vision-train").gpus(1).submitter("carol").template())
 BROKEN = vision_catalog(
     queues=[{"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}],
     presets=[make_preset("broken").pod("nodeName", "x").obj()],
@@ -72,6 +73,12 @@ BROKEN = vision_catalog(
         pytest.param(create(make_pod().queue("vision-train").gpus(1).spec("priorityClassName", "high")
                             .spec("priority", 1000).spec("preemptionPolicy", "PreemptLowerPriority").obj()),
                      None, None, "PriorityClass", id="a PriorityClass that preempts"),
+        pytest.param(create(make_pod().spec("priorityClassName", "high").spec("priority", 1000)
+                            .spec("preemptionPolicy", "PreemptLowerPriority").obj()),
+                     None, None, "PriorityClass", id="an unmanaged pod of a class that preempts"),
+        pytest.param(update(CAROLS, {**CAROLS, "spec": {**CAROLS["spec"], "parallelism": 4}}, "dmitri",
+                            kind=JOB), None, None, "SubmittedByOther",
+                     id="more of someone else's stamped Job"),
         pytest.param(create(make_pod().queue("vision-train").group("g").obj()), None, None,
                      "BadAnnotation", id="a group without a size"),
         pytest.param(create(make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}})

@@ -244,7 +244,7 @@ async def test_a_job_whose_pods_would_preempt_is_refused_from_the_classes_the_we
         assert answer["status"]["message"].startswith(
             'PriorityClass "high" (value 1000) has preemptionPolicy PreemptLowerPriority: to place the '
             "pods of this Job, kube-scheduler would evict running pods of lower priority")
-        assert answer["status"]["message"].endswith("(queued-high)")
+        assert answer["status"]["message"].endswith("(queued-high), or remove priorityClassName")
         assert sample(metrics, "sluicegate_admission_denials_total", reason="PriorityClass") == 1
 
         job = make_job(make_pod().gpus(1).spec("priorityClassName", "queued-high").template())

@@ -64,6 +64,13 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+PREEMPTS, NEVER, BELOW = "preempts", "never", "below-zero"  # PriorityClasses, prefixed by the namespace
+
+
+def priority_class(kubectl: Kubectl, name: str) -> dict[str, Any]:
+    return {"spec": {"priorityClassName": f"{kubectl.namespace}-{name}"}}
+
+
 def labels(**pairs: str) -> dict[str, Any]:
     return {"metadata": {"labels": pairs}}
 
@@ -144,10 +151,18 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     installed.kubectl(
         "-n", ns, f"--as={CONTROLLER_ACCOUNT}", "--as-group=system:masters", "apply", "-f", "-",
         input=kubeyaml.dump_all([pod("held", HELD), pod("plain", gates("example.com/hold"))]))
+    live = job("CronJob", "stamped-live", stamped_by(installed))
+    live["spec"]["suspend"] = False  # scheduled for January 1st: it runs nothing meanwhile
     kubectl.apply(
         job("Job", "gpu-job", gpu_template()), job("CronJob", "gpu-cron", gpu_template()),
         job("CronJob", "cpu-cron", {}), job("CronJob", "stamped-cron", stamped_by(installed)),
+        job("Job", "stamped-job", stamped_by(installed)), live,
     )
+    for name, value, preemption in ((PREEMPTS, 1000, "PreemptLowerPriority"), (NEVER, 1000, "Never"),
+                                    (BELOW, -5, "Never")):
+        installed.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": f"{ns}-{name}"}, "value": value, "preemptionPolicy": preemption}))
     installed.kubectl("label", "namespace", ns, f"{keys.TEAM_LABEL}=vision")
     configs = rendered_objects(installed, "admission")
     for config in configs:
@@ -167,6 +182,8 @@ def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     finally:
         installed.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",
                           f"sluicegate-{ns}", "--ignore-not-found")
+        installed.kubectl("delete", "priorityclass", *(f"{ns}-{c}" for c in (PREEMPTS, NEVER, BELOW)),
+                          "--ignore-not-found")
 
 
 def _mismatches(cases: list[tuple[str, str | None, str | None]]) -> str:
@@ -193,6 +210,11 @@ def test_pod_creations_reach_the_webhook_exactly_when_sluicegate_may_manage_or_r
          pod("forged", annotations(**{keys.SUBMITTER_ANNOTATION: '{"user":"root"}'}))),
         ("a forged team label", MUTATE_PODS, pod("forged-team", labels(**{keys.TEAM_LABEL: "nlp"}))),
         ("Sluicegate's gate written by the user", MUTATE_PODS, pod("self-gated", gates(keys.GATE))),
+        # No pod of a team's namespace may preempt, managed or not: the Priority plugin has set
+        # the class's priority and preemptionPolicy on the pod before the webhooks are called.
+        ("a CPU pod of a class that preempts", MUTATE_PODS, pod("bully", priority_class(webhooks, PREEMPTS))),
+        ("a CPU pod of a class below 0", MUTATE_PODS, pod("below", priority_class(webhooks, BELOW))),
+        ("a CPU pod of a class that never preempts", None, pod("polite", priority_class(webhooks, NEVER))),
     ]
     assert not _mismatches([(what, want, create(webhooks, obj)) for what, want, obj in cases])
     # A namespace that has not opted in is never sent anything.
@@ -259,6 +281,11 @@ def test_jobs_and_cronjobs_reach_the_webhook_when_their_pod_template_may_be_mana
          patch(webhooks, "cronjob/cpu-cron", template(labels(x="y")))),
         ("a queue added to a CPU CronJob's template", MUTATE_CRONJOBS,
          patch(webhooks, "cronjob/cpu-cron", template(queued))),
+        # A template carries only the class's name: one that names any is judged.
+        ("a CPU Job that names a PriorityClass", MUTATE_JOBS,
+         create(webhooks, job("Job", "classed", priority_class(webhooks, NEVER)))),
+        ("a CPU CronJob's template given a PriorityClass", MUTATE_CRONJOBS,
+         patch(webhooks, "cronjob/cpu-cron", template(priority_class(webhooks, PREEMPTS)))),
     ]
     assert not _mismatches(cases)
 
@@ -289,5 +316,18 @@ def test_stamps_on_jobs_and_cronjobs_reach_the_webhook_in_a_namespace_that_has_n
          patch(webhooks, "cronjob/stamped-cron", new_image, kind="json")),
         ("a stamped CronJob's stamp removed", VALIDATE_CRONJOBS,
          patch(webhooks, "cronjob/stamped-cron", template(unstamped))),
+        # A stamped Job or CronJob runs as its submitter: only they change its spec; anyone may
+        # suspend it, even while the webhook is down.
+        ("a stamped CronJob's schedule changed", VALIDATE_CRONJOBS,
+         patch(webhooks, "cronjob/stamped-live", {"spec": {"schedule": "* * * * *"}})),
+        ("a stamped CronJob's Jobs made wider", VALIDATE_CRONJOBS,
+         patch(webhooks, "cronjob/stamped-live", {"spec": {"jobTemplate": {"spec": {"parallelism": 4}}}})),
+        ("a stamped CronJob suspended", None,
+         patch(webhooks, "cronjob/stamped-live", {"spec": {"suspend": True}})),
+        ("a stamped CronJob resumed", VALIDATE_CRONJOBS,
+         patch(webhooks, "cronjob/stamped-cron", {"spec": {"suspend": False}})),
+        ("a stamped Job's parallelism changed", VALIDATE_JOBS,
+         patch(webhooks, "job/stamped-job", {"spec": {"parallelism": 4}})),
+        ("a stamped Job's own label", None, patch(webhooks, "job/stamped-job", labels(x="y"))),
     ]
     assert not _mismatches(cases)
