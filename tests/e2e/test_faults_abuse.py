@@ -84,6 +84,7 @@ def edit_away_the_gate(kubectl: Kubectl, pod: str, tmp_path: Path) -> str:
 
 ANSWERED = "answered 400"
 CLOSED = "closed before TLS"
+CLOSED_IDLE = "answered nothing"  # accepted, then closed by the server while it idled
 
 
 async def flood(port: int, ca: Path, count: int) -> Counter[str]:
@@ -199,7 +200,12 @@ def test_every_abuse_attempt_under_flow_is_refused_with_a_reason_and_the_flow_is
             tried.refused("an AdmissionReview of 5 MB", lambda: str(post(running, huge)), "413")
             ended = asyncio.run(flood(running.port("webhook", "admission"), running.tls.ca_cert, connections))
             row.add("abuse_tried")
-            if set(ended) <= {ANSWERED, CLOSED} and 1 <= ended[ANSWERED] <= MAX_CONNECTIONS:
+            # Accepted connections left idle while the rest of the flood is opened (slowly, on a
+            # loaded machine) may be closed by the server before the test asks on them: that is
+            # the bound at work too. Those answered were all open at once: never more than allowed.
+            accepted = ended[ANSWERED] + ended[CLOSED_IDLE]
+            bounded = ended[ANSWERED] <= MAX_CONNECTIONS
+            if set(ended) <= {ANSWERED, CLOSED, CLOSED_IDLE} and accepted >= 1 and bounded:
                 row.add("abuse_refused")
             else:
                 tried.failures.append(f"{connections} concurrent connections: {dict(ended)}")
