@@ -3,7 +3,7 @@
 ``dispatch(snapshot, turns)`` is the whole decision; the controller applies ``release`` (removes
 the gates, in that order), writes ``waiting`` as conditions (``reasons()`` finds the few whose
 reason changed without formatting every message), stores ``turns`` for the next call and
-reports ``usage``. The rules, as DESIGN.md states them:
+reports ``usage``. The rules, as docs/concepts.md states them:
 
 * Each candidate passes four layers in order: its workflow, its queue (exists, not paused,
   ``maxRunning``, ``quota``), its team, the cluster (``limits``). The first that fails is the

@@ -1,4 +1,5 @@
-"""The four layers of limits a workload must pass, in DESIGN.md's order, and what each one says.
+"""The four layers of limits a workload must pass, in docs/concepts.md's order, and what each one
+says.
 
 1. its workflow can launch more; 2. its queue exists, is not paused, and has room under
 ``maxRunning`` and ``quota``; 3. its team has room (a team without a Team object has no

@@ -1,6 +1,6 @@
 """A setup: the Queues, Teams and Policy a simulation runs under, read from YAML objects.
 
-The objects have the shapes of DESIGN.md (``kubectl get queues,teams,policies -o yaml`` gives
+The objects have the shapes of docs/concepts.md (``kubectl get queues,teams,policies -o yaml`` gives
 them, as a ``List``). A directory is read whole: every ``*.yaml``, ``*.yml`` and ``*.json``
 file, in name order, every document in it. Objects of other kinds (Presets, Namespaces) and
 of other API groups are skipped; an object of ours that does not parse is an error naming the

@@ -1,7 +1,7 @@
 """An independent, deliberately plain statement of the limits, to judge dispatch decisions by.
 
 It shares no code with ``policy.limits``: it recounts usage from scratch and lists every
-layer a workload fails, in DESIGN.md's order.
+layer a workload fails, in docs/concepts.md's order.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Parsing Sluicegate's kinds: every field of DESIGN.md's shapes, refusals that name the field, and
-when a pod was submitted."""
+"""Parsing Sluicegate's kinds: every field of the shapes in docs/concepts.md, refusals that name
+the field, and when a pod was submitted."""
 
 from __future__ import annotations
 

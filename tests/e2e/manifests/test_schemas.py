@@ -15,7 +15,7 @@ from controlplane.launching import LocalCluster
 from policy import keys
 from process import kubeyaml
 
-# The shapes exactly as docs/DESIGN.md writes them (names made unique where a name is free).
+# The shapes of docs/concepts.md, every field set (names made unique where a name is free).
 DESIGN_SHAPES: list[dict[str, Any]] = [
     {"kind": "Queue", "metadata": {"name": "design-vision-train"}, "spec": {
         "priority": 10, "maxRunning": 8, "quota": {"nvidia.com/gpu": "16", "cpu": "64"},
