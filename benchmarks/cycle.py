@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.cycle [--sizes 10000,100000] [--seconds 20] [--profile 100000]
 
-The controller runs as ``python -m extender`` runs it (``GateController.run``: the coalescing
+The controller runs as ``python -m controller`` runs it (``GateController.run``: the coalescing
 queue, the cycles, the gate removals, the conditions and events, the gauges) on an asyncio
 loop, with two stand-ins for the cluster: the managed pods come from a store in memory that
 plays the pod reflector (a released pod shows ungated a moment after its patch, and the
@@ -43,10 +43,10 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmarks.dispatch import NOW, QUEUES, RUNNING, TEAMS
-from extender.controlling import GateController
-from extender.managed import Dispatched, ManagedPod
-from extender.metrics import ControllerMetrics
-from extender.settings import Settings
+from controller.controlling import GateController
+from controller.managed import Dispatched, ManagedPod
+from controller.metrics import ControllerMetrics
+from controller.settings import Settings
 from kube.reflecting import Change
 from policy import keys
 from policy.catalog import Catalog

@@ -60,7 +60,7 @@ class SluicegateSystem:
         self._queues: tuple[str, ...] = ()
 
     def version(self) -> str:
-        return "this repository (python -m webhook, python -m extender)"
+        return "this repository (python -m webhook, python -m controller)"
 
     def prepare(self, cluster: LocalCluster) -> None:
         """kube-scheduler calls Sluicegate's scheduler extender, as ``make up`` configures it."""

@@ -20,7 +20,7 @@ from cli.commands import CommandError, add_global_flags
 from cli.leadership import stalled
 from cli.standings import Observation
 from cli.tables import json_text
-from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR
+from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR
 from kube.connecting import JSON, ApiError, Connection, KubeError
 from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user

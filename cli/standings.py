@@ -2,7 +2,7 @@
 
 The CLI reads what the controller reads (the Queues, Teams, Presets, the Policy, the opted-in
 namespaces and the managed pods that are not finished), builds the Snapshot the same way
-(``extender.snapshots``, ``extender.managed``: only pods admission marked, in namespaces that
+(``controller.snapshots``, ``controller.managed``: only pods admission marked, in namespaces that
 belong to their team) and calls ``policy.dispatching.dispatch``. So a pod's position and
 reason are the ones the controller works out; only the round-robin turn between queues of
 equal priority is unknown here (it lives in the leader's memory), so the CLI starts from the
@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from extender.assumptions import Assumptions
-from extender.conditions import UNPLACEABLE
-from extender.managed import ManagedPod, managed_pod
-from extender.snapshots import SnapshotBuilder
-from extender.statuses import display
+from controller.assumptions import Assumptions
+from controller.conditions import UNPLACEABLE
+from controller.managed import ManagedPod, managed_pod
+from controller.snapshots import SnapshotBuilder
+from controller.statuses import display
 from policy import fields
 from policy.catalog import Catalog
 from policy.dispatching import Decision, dispatch

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing
-from extender.conditions import UNPLACEABLE
+from controller.conditions import UNPLACEABLE
 from policy import fields, keys
 from policy.fields import InvalidObject
 from policy.pods import Submitter, pod_requests

@@ -103,7 +103,7 @@ def controller_arguments(launch: Launch) -> list[str]:
 
 CONTROLLER: Final = Service(
     name="controller",
-    module="extender",
+    module="controller",
     account="sluicegate-controller",
     ports=(EXTENDER_PORT, "metrics"),
     arguments=controller_arguments,

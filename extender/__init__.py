@@ -1,13 +1,11 @@
-"""The gate controller and the scheduler extender: ``python -m extender``.
+"""The scheduler extender: ``python -m extender`` alone, or mounted by the gate controller.
 
-``managed``      the managed pods as the cache keeps them
-``coalescing``   the work queue: a burst of changes makes one cycle
-``controlling``  the dispatch loop: snapshot, decide, release, explain, report
-``assumptions``  releases counted before the watch confirms them
-``releasing``    gate removals: bounded, retried with backoff, each counted once
-``conditions``   what the Dispatched condition says; ``explaining`` writes it, and events
-``statuses``     Queue, Team and Policy status and the figures behind the gauges;
-                 ``reporting`` writes them at a bounded rate
-``metrics``      the controller's Prometheus metrics
-``application``  probes, metrics and the extender's mount point; ``serving`` the process
+``scheduling``         kube-scheduler's ``/filter`` and ``/prioritize`` over ``policy.placing``
+``messages``           the extender's wire format (ExtenderArgs, ExtenderFilterResult, …)
+``nodes``              the node view: Nodes and the bound pods' requests, from reflectors
+``placement_metrics``  the extender's Prometheus metrics
+``application``        ``extender_app``: the application a process mounts over its own cache
+``serving``            the extender as a process of its own (its cache, TLS, probes)
+
+It imports nothing from ``controller``; the controller's process mounts ``extender_app``.
 """

@@ -1,4 +1,4 @@
-"""``python -m extender``: Sluicegate's gate controller and scheduler extender."""
+"""``python -m extender``: the scheduler extender alone."""
 
 from extender.serving import main
 

@@ -1,8 +1,8 @@
 """The scheduler extender: kube-scheduler's ``filter`` and ``prioritize`` calls over ``policy.placing``.
 
 ``scheduling_app(nodes, catalog)`` builds the aiohttp application (POST ``/filter`` and
-``/prioritize``); the controller process serves it over TLS, and ``python -m
-extender.scheduling`` serves it alone (``extender.standalone``) for tests and debugging.
+``/prioritize``); the controller process serves it over TLS, and ``python -m extender`` serves it alone
+(``extender.serving``) for tests and debugging.
 
 - ``filter`` keeps a queue's pods on the queue's ``nodePool``. Nodes outside it come back in
   ``FailedAndUnresolvableNodes`` with the reason (preempting pods there could never help); so
@@ -208,8 +208,3 @@ def scheduling_app(
     ])
     return app
 
-
-if __name__ == "__main__":
-    from extender.standalone import main
-
-    raise SystemExit(main())

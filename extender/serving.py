@@ -1,132 +1,88 @@
-"""The controller process: settings, logging, the cache, leader election, the dispatch loop,
-the servers, and a drained stop.
+"""``python -m extender``: the scheduler extender alone, for tests and debugging.
 
-Every replica keeps the cache warm and serves probes, metrics and the scheduler extender; only
-the holder of the Lease dispatches and writes. On SIGTERM a replica turns unready, stops
-deciding, lets the gate removals in flight finish, and releases the Lease so that a standby
-takes over at its next try instead of after the lease duration.
+The controller process (``python -m controller``) serves the same application beside the gate
+controller; this runs it without dispatch, leader election or status writes: its own cache
+(Queues, the Policy, Nodes, bound pods), the extender over TLS, and ``/healthz``, ``/readyz``
+(ready once that cache has listed everything) and ``/metrics`` on a plain port.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from extender.application import extender_app, operations_app
-from extender.controlling import GateController
-from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
-from extender.metrics import ControllerMetrics
-from extender.settings import Settings, parse
+from extender.nodes import ClusterNodes
+from extender.placement_metrics import PlacementMetrics
+from extender.scheduling import MAX_BODY_BYTES, scheduling_app
 from kube.cache import Cache
 from kube.connecting import Connection
-from kube.leasing import Elector
-from kube.resources import PODS
-from process import catalogs
 from process.certificates import ReloadingCertificate
+from process.logs import Format
+from process.probes import probe_app
 from process.serving import Servers, run
+from process.settings import Flags, ServerSettings, server_settings
 from process.signals import stopped
 
 log = logging.getLogger(__name__)
 
-USER_AGENT: Final = "sluicegate-controller"
+USER_AGENT: Final = "sluicegate-extender"
 
 
-async def _announce_sync(cache: Cache, pods: int) -> None:
-    await cache.wait_synced()
-    log.info("cache synced: %d managed pods, %d queues, %d teams; ready",
-             len(cache.reflectors[pods]), len(cache.queues), len(cache.teams))
+@dataclass(frozen=True, slots=True)
+class Settings(ServerSettings):
+    host: str = "127.0.0.1"
+    port: int = 8444
+    metrics_host: str = "127.0.0.1"
+    log_format: Format = "text"
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    d = Settings()
+    flags = Flags("python -m extender", __doc__ or "", environ)
+    flags.server("the scheduler extender", d, drained="serving", awaited="requests in flight")
+    flags.add("max-body-bytes", d.max_body_bytes, "larger request bodies are refused", int)
+    args = flags.parse(argv)
+    return Settings(**server_settings(args), max_body_bytes=args.max_body_bytes)
 
 
 async def serve(settings: Settings) -> None:
+    certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
-    # Quiet: a pod change kicks a cycle through the controller's own filter, not every change.
-    pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
-                       quiet=True)
-    metrics = ControllerMetrics()
-    catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
-    elector = Elector(connection, settings.lease)
-    controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
-                                policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                belongs=lambda ns, team: _team_of(cache, ns) == team)
-    elector.on_change(controller.leadership_changed)
-    pods.add_listener(controller.pod_changed)
-    cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
+    nodes = ClusterNodes(cache)
+
     stopping = asyncio.Event()
+
+    def ready() -> str | None:
+        if stopping.is_set():
+            return "shutting down"
+        return None if nodes.synced else "the cache has not listed nodes, pods, Queues and the Policy yet"
+
+    metrics = PlacementMetrics()
     servers = Servers(settings.shutdown_seconds)
-    servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
-                  settings.metrics_port)
-    if settings.extender:
-        certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
-        servers.tls(extender_app(settings, cache, metrics.registry), settings.host, settings.port,
-                    certificate)
+    servers.tls(scheduling_app(nodes, cache.catalog, metrics=metrics, max_body_bytes=settings.max_body_bytes),
+                settings.host, settings.port, certificate)
+    servers.plain(probe_app(ready, metrics.registry), settings.metrics_host, settings.metrics_port)
     cache.start()
-    dispatching = asyncio.create_task(_after_sync(cache, controller.run), name="dispatch")
-    lasting = [  # tasks that run until the process stops
-        dispatching,
-        asyncio.create_task(_after_sync(cache, elector.run), name="leader election"),
-        asyncio.create_task(controller.reporter.run(), name="status"),
-    ]
-    tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
     try:
         await servers.start(settings.cert_reload_seconds)
-        if settings.extender:
-            log.info("serving the scheduler extender on https://%s:%d", settings.host, settings.port)
-        else:
-            log.info("the scheduler extender is off (--no-extender): running the gate controller alone")
-        log.info("probes and metrics on http://%s:%d; lease %s/%s as %s; API server: %s",
-                 settings.metrics_host, settings.metrics_port, settings.lease.namespace, settings.lease.name,
-                 settings.lease.identity, settings.connection.describe())
-        signal = await _until_stopped(lasting)
-        log.info("%s received: stopping dispatch, draining for %.1fs", signal, settings.drain_seconds)
+        log.info("serving the scheduler extender on https://%s:%d (/filter, /prioritize); probes on "
+                 "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
+                 settings.metrics_port, settings.connection.describe())
+        log.info("%s received: draining for %.1fs", await stopped(), settings.drain_seconds)
         stopping.set()
-        dispatching.cancel()  # no new cycles
-        await controller.stop()
-        await elector.release()
         await asyncio.sleep(settings.drain_seconds)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         await servers.stop()
         await cache.stop()
         await connection.close()
-        log.info("stopped")
-
-
-async def _after_sync(cache: Cache, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run ``work()`` once the cache has listed everything: neither campaigning for
-    the lead nor deciding makes sense from a cache that is still empty."""
-    await cache.wait_synced()
-    await work()
-
-
-async def _until_stopped(tasks: list[asyncio.Task[None]]) -> str:
-    """The stop signal's name; a task that ends by itself (it should not) stops the process."""
-    signal = asyncio.create_task(stopped())
-    done, _ = await asyncio.wait([signal, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    if signal in done:
-        return signal.result()
-    signal.cancel()
-    for task in done:
-        error = task.exception()
-        if error is not None:
-            raise error
-    raise RuntimeError(f"{', '.join(t.get_name() for t in done)} ended unexpectedly")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse(argv)
     return run(lambda: serve(settings), settings.log_level, settings.log_format)
-
-
-def _team_of(cache: Cache, namespace: str) -> str | None:
-    """The team a namespace is opted in to, as the cache last saw it (None: not opted in)."""
-    found = cache.namespace(namespace)
-    return found.team if found is not None else None

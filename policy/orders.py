@@ -7,7 +7,7 @@ release (a burst), yet between two decisions only a few workloads arrive, change
 each queue's pending ones in queue order. The next decision (``gather``) finds what is new and
 what is gone by identity, in a few C-level passes; drops what is gone from the kept orders,
 sorts only what is new and merges it in. The controller rebuilds only the workloads whose pods
-changed (``extender.snapshots``), so an unchanged workload is the very same object in the next
+changed (``controller.snapshots``), so an unchanged workload is the very same object in the next
 snapshot and a changed one is a new object, which counts as new here.
 
 The answer is exactly what gathering and sorting from scratch gives. Queue order (pod priority,

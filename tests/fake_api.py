@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.managed import ManagedPod, managed_pod
+from controller.managed import ManagedPod, managed_pod
 from kube.connecting import ApiError, Unreachable
 from kube.reflecting import Change
 from kube.resources import Resource

@@ -34,8 +34,8 @@ from audit.connection import ApiError, Connection, Credentials
 from audit.records import TERMINAL, Kind, Obj, Record
 from audit.reliability import Figures, save, stamp
 from audit.timelines import Timeline, violations_over
+from controller.managed import LABEL_SELECTOR
 from controlplane.deploying import LocalSluicegate
-from extender.managed import LABEL_SELECTOR
 from tests.e2e.conftest import eventually
 
 FULL = os.environ.get("SLUICEGATE_FAULTS", "") == "full"

@@ -1,5 +1,5 @@
 """Helpers for the scheduler-extender e2e tests: the extender as its own process
-(``python -m extender.scheduling``) in make up's process table, calls to it over TLS as
+(``python -m extender``) in make up's process table, calls to it over TLS as
 kube-scheduler makes them, and fake GPU nodes that one test owns."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def extender_arguments(launch: Launch) -> list[str]:
 
 EXTENDER: Final = Service(
     name="extender",
-    module="extender.scheduling",
+    module="extender",
     # The controller's account: the extender runs in the controller's process, with its RBAC.
     account="sluicegate-controller",
     ports=(EXTENDER_PORT, "metrics"),

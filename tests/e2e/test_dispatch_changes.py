@@ -104,7 +104,7 @@ def _impossible(sluicegate: LocalSluicegate, queue: str) -> float:
     (a standby exports no per-queue series)."""
     found = 0.0
     for service in sluicegate.services:
-        if service.module != "extender":
+        if service.module != "controller":
             continue
         port = sluicegate.port(service.name, "metrics")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:

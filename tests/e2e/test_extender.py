@@ -1,5 +1,5 @@
 """The scheduler extender on the real control plane, wired as ``make up`` wires it: the
-extender is a row of the process table (here alone, ``python -m extender.scheduling``, as the
+extender is a row of the process table (here alone, ``python -m extender``, as the
 controller's ServiceAccount with its RBAC), kube-scheduler starts already pointed at its port
 and trusting its CA, and kwok plays the GPU nodes. Pods are created ungated in a namespace
 without the team label (no webhook, no controller): what is tested is only where

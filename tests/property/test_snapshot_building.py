@@ -1,4 +1,4 @@
-"""The controller's snapshot building (``extender.snapshots``), which keeps unchanged workloads
+"""The controller's snapshot building (``controller.snapshots``), which keeps unchanged workloads
 between cycles, gives exactly the workloads ``policy.workloads.build_workloads`` gives over the
 same pods, cycle after cycle: pod groups with joining and surplus pods, and one limit per
 workflow whichever pod carries it."""
@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.assumptions import Assumptions
-from extender.managed import ManagedPod
-from extender.snapshots import SnapshotBuilder
+from controller.assumptions import Assumptions
+from controller.managed import ManagedPod
+from controller.snapshots import SnapshotBuilder
 from policy.model import Workload
 from policy.pods import Pod
 from policy.workloads import build_workloads

@@ -13,7 +13,7 @@ import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from extender.coalescing import Coalescer
+from controller.coalescing import Coalescer
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.settings import parse
+from controller.settings import parse
 
 
 def test_defaults_give_client_gos_lease_timing_and_the_pod_name_as_identity() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.statuses import figures, quantity
+from controller.statuses import figures, quantity
 from kube.writing import release_patch
 from policy import keys
 from policy.dispatching import dispatch

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from extender.controlling import GateController
-from extender.metrics import ControllerMetrics
-from extender.settings import Settings
+from controller.controlling import GateController
+from controller.metrics import ControllerMetrics
+from controller.settings import Settings
 from policy import keys
 from policy.catalog import Catalog
 from tests.builders import MakePod, MakeQueue, MakeTeam
@@ -277,7 +277,7 @@ async def test_queue_and_team_status_show_running_pending_and_gpus(world: World)
 
 
 async def test_only_changes_that_can_alter_a_decision_or_an_explanation_wake_the_loop(world: World) -> None:
-    from extender.managed import managed_pod
+    from controller.managed import managed_pod
     from kube.reflecting import Change
 
     world.submit(gated_pod("p0"), gated_pod("p1", created=1))

@@ -71,7 +71,7 @@ def test_a_cluster_given_an_extender_configures_exactly_it(tmp_path: Path) -> No
     assert config["extenders"] == [extender.entry()]
 
 
-EXTENDING = Service("controller", "extender", "sluicegate-controller", ("extender", "metrics"),
+EXTENDING = Service("controller", "controller", "sluicegate-controller", ("extender", "metrics"),
                     connection_arguments)
 
 

@@ -91,7 +91,7 @@ def _containerfile_uid() -> int:
 
 @pytest.mark.parametrize(("name", "command", "secret", "tls_port"), [
     ("sluicegate-webhook", ["python", "-m", "webhook"], "sluicegate-webhook-tls", 8443),
-    ("sluicegate-controller", ["python", "-m", "extender"], "sluicegate-extender-tls", 8444),
+    ("sluicegate-controller", ["python", "-m", "controller"], "sluicegate-extender-tls", 8444),
 ])
 def test_each_deployment_runs_hardened_with_probes_and_its_certificate(
     name: str, command: list[str], secret: str, tls_port: int

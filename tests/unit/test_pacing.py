@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from extender.pacing import Offload, Steps, batches, run_paced, run_through
+from controller.pacing import Offload, Steps, batches, run_paced, run_through
 
 
 def counting(items: list[int], seen: list[int], threads: list[str]) -> Steps[int]:

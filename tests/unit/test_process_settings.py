@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from extender import settings as controller
-from extender import standalone
+from controller import settings as controller
+from extender import serving as alone_extender
 from process.settings import ServerSettings
 from recorder import settings as recorder
 from webhook import settings as webhook
@@ -17,7 +17,7 @@ Parse = Callable[[Sequence[str], Mapping[str, str]], ServerSettings]
 PARSERS: dict[str, Parse] = {
     "webhook": webhook.parse,
     "controller": controller.parse,
-    "extender alone": standalone.parse,
+    "extender alone": alone_extender.parse,
 }
 
 
@@ -37,7 +37,7 @@ def test_each_process_keeps_its_own_defaults() -> None:
     assert (webhook.parse([], {}).port, webhook.parse([], {}).host) == (8443, "0.0.0.0")
     ours = controller.parse([], {"POD_NAME": "r"})
     assert (ours.port, ours.log_format) == (8444, "json")
-    alone = standalone.parse([], {})
+    alone = alone_extender.parse([], {})
     assert (alone.host, alone.port, alone.log_format) == ("127.0.0.1", 8444, "text")
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from extender import reporting
-from extender.metrics import ControllerMetrics
-from extender.reporting import Reporter, stalest
-from extender.statuses import Backlog, Figures
+from controller import reporting
+from controller.metrics import ControllerMetrics
+from controller.reporting import Reporter, stalest
+from controller.statuses import Backlog, Figures
 from kube.connecting import ApiError
 from kube.resources import QUEUES, TEAMS, Resource
 from policy.usage import Tally, Usage

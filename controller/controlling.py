@@ -15,7 +15,7 @@ burst of kicks makes one *cycle*. A cycle runs only on the leader and does no I/
 
 A cycle over a deep backlog is long (about a second of CPU at 100k pending pods), and the loop
 it runs on also serves the watches, the gate removals and the scheduler extender. So the
-process runs each cycle in steps (``extender.pacing``): the decision and the figures, which
+process runs each cycle in steps (``controller.pacing``): the decision and the figures, which
 are pure, in a worker thread; the rest on the loop, a batch at a time, pausing whenever it has
 held the loop for ``SLICE_SECONDS``. Everything a cycle reads it copies at its start, or
 tolerates changing between batches; a cycle that loses the lead stops at its next pause.
@@ -38,18 +38,18 @@ from functools import partial
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from extender import conditions, statuses
-from extender.assumptions import Assumptions
-from extender.coalescing import Coalescer
-from extender.describing import Describer
-from extender.explaining import Explainer
-from extender.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
-from extender.metrics import ControllerMetrics
-from extender.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
-from extender.releasing import Release, Releaser
-from extender.reporting import Reporter, Shown
-from extender.settings import Settings
-from extender.snapshots import SnapshotBuilder
+from controller import conditions, statuses
+from controller.assumptions import Assumptions
+from controller.coalescing import Coalescer
+from controller.describing import Describer
+from controller.explaining import Explainer
+from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
+from controller.metrics import ControllerMetrics
+from controller.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
+from controller.releasing import Release, Releaser
+from controller.reporting import Reporter, Shown
+from controller.settings import Settings
+from controller.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
 from kube.reflecting import Change
 from kube.resources import PODS

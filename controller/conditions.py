@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from extender.managed import Dispatched, ManagedPod
+from controller.managed import Dispatched, ManagedPod
 from kube.writing import Condition, PodEvent
 from policy import keys
 from policy.pods import Pod

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from extender.assumptions import Assumptions
-from extender.managed import ManagedPod
-from extender.pacing import Steps, batches, run_through
+from controller.assumptions import Assumptions
+from controller.managed import ManagedPod
+from controller.pacing import Steps, batches, run_through
 from policy.catalog import Catalog
 from policy.model import Snapshot, Workload
 from policy.pods import Pod
@@ -41,7 +41,7 @@ class SnapshotBuilder:
         return run_through(self.building(list(pods), catalog, now))
 
     def building(self, pods: Sequence[ManagedPod], catalog: Catalog, now: float) -> Steps[Snapshot]:
-        """``build`` in steps (``extender.pacing``), a batch of pods at a time."""
+        """``build`` in steps (``controller.pacing``), a batch of pods at a time."""
         workloads = yield from self._workloads(pods)
         return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now)
 

@@ -1,5 +1,5 @@
 """The controller's settings, from flags and their environment variables (``process.flags``):
-``python -m extender --help`` lists them. The leader-election identity defaults to ``POD_NAME``
+``python -m controller --help`` lists them. The leader-election identity defaults to ``POD_NAME``
 (the Deployment sets it from the pod's name), else ``<hostname>_<pid>``.
 """
 
@@ -51,7 +51,7 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     environ = os.environ if environ is None else environ
     d = Settings()
     lease = LeaseSettings()
-    flags = Flags("python -m extender", "Sluicegate's gate controller and scheduler extender.", environ)
+    flags = Flags("python -m controller", "Sluicegate's gate controller and its extender.", environ)
     add = flags.add
     flags.server("the scheduler extender", d, drained="serving the extender", awaited="writes in flight")
     flags.switch("extender", d.extender, "serve the scheduler extender")

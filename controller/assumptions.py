@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from extender.managed import ManagedPod
+from controller.managed import ManagedPod
 from policy.pods import Pod
 
 

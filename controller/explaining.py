@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from extender.conditions import UNPLACEABLE, as_written
-from extender.managed import ManagedPod
-from extender.pacing import Steps, batches, run_through
+from controller.conditions import UNPLACEABLE, as_written
+from controller.managed import ManagedPod
+from controller.pacing import Steps, batches, run_through
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
 from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
@@ -141,7 +141,7 @@ class Explainer:
         run_through(self.confirming(pods))
 
     def confirming(self, pods: Mapping[str, ManagedPod]) -> Steps[None]:
-        """``confirm`` in steps (``extender.pacing``): a batch at a time, each entry as it is then
+        """``confirm`` in steps (``controller.pacing``): a batch at a time, each entry as it is then
         (one wanted anew since is queued, so it stays)."""
         written = self._written
         for batch in batches(list(written)):  # uids: no tuple per entry for the collector

@@ -1,6 +1,6 @@
 """What each pod's Dispatched condition should say after a cycle, and when to have it written.
 
-After each decision the gate controller walks its pods once (in steps, ``extender.pacing``)
+After each decision the gate controller walks its pods once (in steps, ``controller.pacing``)
 and asks the ``Explainer`` for a write only where the condition must change:
 
 * a gated pod whose namespace left the team admission stamped on it: ``NamespaceLeftTeam``;
@@ -12,7 +12,7 @@ and asks the ``Explainer`` for a write only where the condition must change:
 
 The ``Describer`` keeps the per-pod clocks those delays and intervals run on; the Explainer
 compares each wish with what the pod carries, so a pod already saying the right thing is not
-written again. Split out of ``extender.controlling``, which decides and releases.
+written again. Split out of ``controller.controlling``, which decides and releases.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from extender import conditions
-from extender.explaining import Explainer
-from extender.managed import ManagedPod
-from extender.pacing import FEW, Steps
-from extender.releasing import Releaser
-from extender.settings import Settings
+from controller import conditions
+from controller.explaining import Explainer
+from controller.managed import ManagedPod
+from controller.pacing import FEW, Steps
+from controller.releasing import Releaser
+from controller.settings import Settings
 from policy import keys
 from policy.model import Workload
 from policy.waiting import Waiting

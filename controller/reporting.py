@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from extender.metrics import ControllerMetrics
-from extender.statuses import Figures, Status, units
+from controller.metrics import ControllerMetrics
+from controller.statuses import Figures, Status, units
 from kube.connecting import ApiError, Connection, KubeError
 from kube.resources import POLICIES, QUEUES, TEAMS, Resource
 from kube.writing import write_status

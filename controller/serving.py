@@ -1,0 +1,133 @@
+"""The controller process: settings, logging, the cache, leader election, the dispatch loop,
+the servers, and a drained stop.
+
+Every replica keeps the cache warm and serves probes, metrics and the scheduler extender; only
+the holder of the Lease dispatches and writes. On SIGTERM a replica turns unready, stops
+deciding, lets the gate removals in flight finish, and releases the Lease so that a standby
+takes over at its next try instead of after the lease duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from controller.application import operations_app
+from controller.controlling import GateController
+from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
+from controller.metrics import ControllerMetrics
+from controller.settings import Settings, parse
+from extender.application import extender_app
+from kube.cache import Cache
+from kube.connecting import Connection
+from kube.leasing import Elector
+from kube.resources import PODS
+from process import catalogs
+from process.certificates import ReloadingCertificate
+from process.serving import Servers, run
+from process.signals import stopped
+
+log = logging.getLogger(__name__)
+
+USER_AGENT: Final = "sluicegate-controller"
+
+
+async def _announce_sync(cache: Cache, pods: int) -> None:
+    await cache.wait_synced()
+    log.info("cache synced: %d managed pods, %d queues, %d teams; ready",
+             len(cache.reflectors[pods]), len(cache.queues), len(cache.teams))
+
+
+async def serve(settings: Settings) -> None:
+    connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
+    cache = Cache(connection)
+    # Quiet: a pod change kicks a cycle through the controller's own filter, not every change.
+    pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
+                       quiet=True)
+    metrics = ControllerMetrics()
+    catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
+    elector = Elector(connection, settings.lease)
+    controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
+                                policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
+                                belongs=lambda ns, team: _team_of(cache, ns) == team)
+    elector.on_change(controller.leadership_changed)
+    pods.add_listener(controller.pod_changed)
+    cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
+    stopping = asyncio.Event()
+    servers = Servers(settings.shutdown_seconds)
+    servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
+                  settings.metrics_port)
+    if settings.extender:
+        certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
+        servers.tls(extender_app(cache, metrics.registry), settings.host, settings.port,
+                    certificate)
+    cache.start()
+    dispatching = asyncio.create_task(_after_sync(cache, controller.run), name="dispatch")
+    lasting = [  # tasks that run until the process stops
+        dispatching,
+        asyncio.create_task(_after_sync(cache, elector.run), name="leader election"),
+        asyncio.create_task(controller.reporter.run(), name="status"),
+    ]
+    tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
+    try:
+        await servers.start(settings.cert_reload_seconds)
+        if settings.extender:
+            log.info("serving the scheduler extender on https://%s:%d", settings.host, settings.port)
+        else:
+            log.info("the scheduler extender is off (--no-extender): running the gate controller alone")
+        log.info("probes and metrics on http://%s:%d; lease %s/%s as %s; API server: %s",
+                 settings.metrics_host, settings.metrics_port, settings.lease.namespace, settings.lease.name,
+                 settings.lease.identity, settings.connection.describe())
+        signal = await _until_stopped(lasting)
+        log.info("%s received: stopping dispatch, draining for %.1fs", signal, settings.drain_seconds)
+        stopping.set()
+        dispatching.cancel()  # no new cycles
+        await controller.stop()
+        await elector.release()
+        await asyncio.sleep(settings.drain_seconds)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await servers.stop()
+        await cache.stop()
+        await connection.close()
+        log.info("stopped")
+
+
+async def _after_sync(cache: Cache, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``work()`` once the cache has listed everything: neither campaigning for
+    the lead nor deciding makes sense from a cache that is still empty."""
+    await cache.wait_synced()
+    await work()
+
+
+async def _until_stopped(tasks: list[asyncio.Task[None]]) -> str:
+    """The stop signal's name; a task that ends by itself (it should not) stops the process."""
+    signal = asyncio.create_task(stopped())
+    done, _ = await asyncio.wait([signal, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    if signal in done:
+        return signal.result()
+    signal.cancel()
+    for task in done:
+        error = task.exception()
+        if error is not None:
+            raise error
+    raise RuntimeError(f"{', '.join(t.get_name() for t in done)} ended unexpectedly")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse(argv)
+    return run(lambda: serve(settings), settings.log_level, settings.log_format)
+
+
+def _team_of(cache: Cache, namespace: str) -> str | None:
+    """The team a namespace is opted in to, as the cache last saw it (None: not opted in)."""
+    found = cache.namespace(namespace)
+    return found.team if found is not None else None
