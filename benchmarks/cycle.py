@@ -43,9 +43,9 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmarks.dispatch import NOW, QUEUES, RUNNING, TEAMS
-from controller.controlling import GateController
 from controller.managed import Dispatched, ManagedPod
 from controller.metrics import ControllerMetrics
+from controller.serving import gate_controller
 from controller.settings import Settings
 from kube.reflecting import Change
 from policy import keys
@@ -220,7 +220,7 @@ class World:
         self.api = Api(self.store)
         self.catalog = catalog()
         self.metrics = ControllerMetrics()
-        self.controller = GateController(settings, self.api, self.store, lambda: self.catalog,  # type: ignore[arg-type]
+        self.controller = gate_controller(settings, self.api, self.store, lambda: self.catalog,  # type: ignore[arg-type]
                                          Leader(), self.metrics,
                                          shown=lambda resource, name: None)  # no status round runs here
         self.store.listener = self.controller.pod_changed

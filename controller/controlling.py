@@ -34,6 +34,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import Final, Protocol
@@ -47,7 +48,7 @@ from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, ManagedPod
 from controller.metrics import ControllerMetrics
 from controller.pacing import Freezer, Offload, Steps, batches, run_paced, run_through
 from controller.releasing import Release, Releaser
-from controller.reporting import Reporter, Shown
+from controller.reporting import Reporter
 from controller.settings import Settings
 from controller.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
@@ -137,6 +138,22 @@ def _facts(managed: ManagedPod, assumed: bool) -> tuple[object, ...]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The collaborators a GateController works with, built and wired by the process's
+    composition root (``controller.serving.gate_controller``)."""
+
+    queue: Coalescer
+    """The work queue: a burst of kicks makes one cycle."""
+    assumed: Assumptions
+    snapshots: SnapshotBuilder
+    releaser: Releaser
+    explainer: Explainer
+    describer: Describer
+    reporter: Reporter
+    freezer: Freezer
+
+
 class GateController:
     def __init__(
         self,
@@ -146,15 +163,15 @@ class GateController:
         catalog: Callable[[], Catalog],
         leadership: Leadership,
         metrics: ControllerMetrics,
+        parts: Parts,
         *,
-        shown: Shown,
-        policy_exists: Callable[[], bool] = lambda: False,
         belongs: Callable[[str, str], bool] = lambda namespace, team: True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.connection = connection
+        """Used for one thing: the fresh list that fences a new term's first cycle."""
         self.pods = pods
         self.catalog = catalog
         self.belongs = belongs
@@ -164,29 +181,23 @@ class GateController:
         self.metrics = metrics
         self._clock = clock
         self._wall = wall
-        self.queue = Coalescer(settings.debounce_seconds, settings.longest_seconds, clock=clock)
-        self.assumed = Assumptions()
-        self.snapshots = SnapshotBuilder(self.assumed)
+        self.queue = parts.queue
+        self.assumed = parts.assumed
+        self.snapshots = parts.snapshots
+        self.releaser = parts.releaser
+        self.explainer = parts.explainer
+        self.describer = parts.describer
+        self.reporter = parts.reporter
+        self.freezer = parts.freezer
         self.turns = Turns()
         self.orders = Orders()
         """Each queue's pending work in order, as the last decision left it (policy.orders)."""
         self._term = 0  # counts changes of leadership: a cycle of an earlier term stops
-        self.freezer = Freezer()
-        self.releaser = Releaser(connection, concurrency=settings.release_concurrency,
-                                 give_up_seconds=settings.give_up_seconds, on_settled=self._settled,
-                                 on_error=metrics.failed, clock=clock)
-        self.explainer = Explainer(connection, concurrency=settings.write_concurrency,
-                                   identity=leadership.identity, leading=self.leading,
-                                   on_error=metrics.failed, releases_idle=self.releaser.idle, wall=wall)
-        self.reporter = Reporter(connection, metrics, interval=settings.status_seconds,
-                                 budget=settings.status_writes, leading=self.leading,
-                                 policy_exists=policy_exists, shown=shown, wall=wall)
         self._fence_needed = True
         self._stamps: dict[str, tuple[str, float]] = {}
         """uid -> the ``dispatched-at`` stamp this process's gate patch carried and how long the
         workload had waited then, until the watch shows the pod released (kept across terms: a
         patch cut short by a lost lead may still land)."""
-        self.describer = Describer(settings, self.explainer, self.releaser)
         self.cycles = 0
 
     def leading(self) -> bool:
@@ -387,7 +398,9 @@ class GateController:
             gates=found.gates, has_annotations=found.has_annotations, created=w.created, stamp=stamp,
         ))
 
-    def _settled(self, release: Release, outcome: Ungate | None) -> None:
+    def settled(self, release: Release, outcome: Ungate | None) -> None:
+        """A gate removal ended (``Releaser.on_settled``): explain a released pod, or decide
+        again about one that failed."""
         if outcome is Ungate.RELEASED:
             found = self.pods.get(release.uid)
             if found is not None and self.leading():

@@ -61,20 +61,23 @@ class Releaser:
         *,
         concurrency: int,
         give_up_seconds: float,
-        on_settled: Settled,
         on_error: Failed,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.connection = connection
         self.give_up_seconds = give_up_seconds
         self._slots = asyncio.Semaphore(concurrency)
-        self._on_settled = on_settled
+        self._on_settled: Settled = lambda release, outcome: None
         self._on_error = on_error
         self._clock = clock
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.idle = asyncio.Event()
         """Set while no gate removal is in flight."""
         self.idle.set()
+
+    def on_settled(self, listener: Settled) -> None:
+        """Hand each release's outcome to ``listener`` (the gate controller), once."""
+        self._on_settled = listener
 
     def __len__(self) -> int:
         """Releases in flight."""

@@ -1,6 +1,10 @@
 """The controller process: settings, logging, the cache, leader election, the dispatch loop,
 the servers, and a drained stop.
 
+This is the process's composition root: ``gate_controller`` builds the controller's
+collaborators and wires them to each other, and ``serve`` wires the controller to the cache,
+the Lease and the servers. Nothing else builds them.
+
 Every replica keeps the cache warm and serves probes, metrics and the scheduler extender; only
 the holder of the Lease dispatches and writes. On SIGTERM a replica turns unready, stops
 deciding, lets the gate removals in flight finish, and releases the Lease so that a standby
@@ -12,20 +16,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from controller.application import operations_app
-from controller.controlling import GateController
+from controller.assumptions import Assumptions
+from controller.coalescing import Coalescer
+from controller.controlling import GateController, Leadership, Parts, PodSource
+from controller.describing import Describer
+from controller.explaining import Explainer
 from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
 from controller.metrics import ControllerMetrics
+from controller.pacing import Freezer
+from controller.releasing import Releaser
+from controller.reporting import Reporter, Shown
 from controller.settings import Settings, parse
+from controller.snapshots import SnapshotBuilder
 from extender.application import extender_app
 from kube.cache import Cache
 from kube.connecting import Connection
 from kube.leasing import Elector
 from kube.resources import PODS
+from policy.catalog import Catalog
 from process import catalogs
 from process.certificates import ReloadingCertificate
 from process.serving import Servers, run
@@ -42,6 +56,49 @@ async def _announce_sync(cache: Cache, pods: int) -> None:
              len(cache.reflectors[pods]), len(cache.queues), len(cache.teams))
 
 
+def gate_controller(
+    settings: Settings,
+    connection: Connection,
+    pods: PodSource,
+    catalog: Callable[[], Catalog],
+    leadership: Leadership,
+    metrics: ControllerMetrics,
+    *,
+    shown: Shown,
+    policy_exists: Callable[[], bool] = lambda: False,
+    belongs: Callable[[str, str], bool] = lambda namespace, team: True,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> GateController:
+    """The gate controller and its collaborators, each built here and wired to the others:
+    the one place the process is composed (tests and benchmarks build it through here too)."""
+
+    def leading() -> bool:
+        return leadership.leading
+
+    releaser = Releaser(connection, concurrency=settings.release_concurrency,
+                        give_up_seconds=settings.give_up_seconds, on_error=metrics.failed, clock=clock)
+    explainer = Explainer(connection, concurrency=settings.write_concurrency, identity=leadership.identity,
+                          leading=leading, on_error=metrics.failed, releases_idle=releaser.idle, wall=wall)
+    assumed = Assumptions()
+    parts = Parts(
+        queue=Coalescer(settings.debounce_seconds, settings.longest_seconds, clock=clock),
+        assumed=assumed,
+        snapshots=SnapshotBuilder(assumed),
+        releaser=releaser,
+        explainer=explainer,
+        describer=Describer(settings, explainer, releaser),
+        reporter=Reporter(connection, metrics, interval=settings.status_seconds,
+                          budget=settings.status_writes, leading=leading,
+                          policy_exists=policy_exists, shown=shown, wall=wall),
+        freezer=Freezer(),
+    )
+    controller = GateController(settings, connection, pods, catalog, leadership, metrics, parts,
+                                belongs=belongs, clock=clock, wall=wall)
+    releaser.on_settled(controller.settled)
+    return controller
+
+
 async def serve(settings: Settings) -> None:
     connection = await Connection.open(settings.connection, user_agent=USER_AGENT)
     cache = Cache(connection)
@@ -51,9 +108,9 @@ async def serve(settings: Settings) -> None:
     metrics = ControllerMetrics()
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     elector = Elector(connection, settings.lease)
-    controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
-                                policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                belongs=lambda ns, team: _team_of(cache, ns) == team)
+    controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
+                                 policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
+                                 belongs=lambda ns, team: _team_of(cache, ns) == team)
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from controller.controlling import GateController
 from controller.metrics import ControllerMetrics
+from controller.serving import gate_controller
 from controller.settings import Settings
 from policy import keys
 from policy.catalog import Catalog
@@ -34,7 +34,7 @@ class World:
         self.cache = PodCache(self.api)
         self.catalog = catalog
         self.leader = Leader()
-        self.controller = GateController(settings, self.api, self.cache, lambda: self.catalog,  # type: ignore[arg-type]
+        self.controller = gate_controller(settings, self.api, self.cache, lambda: self.catalog,  # type: ignore[arg-type]
                                          self.leader, ControllerMetrics(), shown=self.api.shown)
 
     def submit(self, *pods: MakePod) -> None:
