@@ -1,6 +1,6 @@
 """Replay a trace in virtual time through the controller's own decision, ``dispatch``.
 
-The rules of the replay (docs/architecture.md, "Records and simulation"):
+The rules of the replay (docs/reference/recorder-and-records.md, "The replay"):
 
 * Each workload arrives at its recorded ``submitted`` time, whole (a pod group with all its
   pods), with its recorded queue, team, workflow, priority and requests.
