@@ -81,7 +81,12 @@ def vision_catalog(
     )
 
 
-NS = MakeNamespace("vision-ml").team("vision").model()
+def vision_ml() -> MakeNamespace:
+    """Namespace vision-ml, team vision's: ``vision_ml().default_queue("vision-train").model()``."""
+    return MakeNamespace("vision-ml").team("vision")
+
+
+NS = vision_ml().model()
 CATALOG = vision_catalog()
 
 
