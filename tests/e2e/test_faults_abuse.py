@@ -130,11 +130,11 @@ def test_every_abuse_attempt_under_flow_is_refused_with_a_reason_and_the_flow_is
     train, held = project.name("train"), project.name("held")
     other_team, prod = project.name("prod-team"), project.name("prod")
     project.create(MakeTeam(project.team).members(users=["alice"], groups=["vision-devs"]).obj(),
-                   MakeQueue(train).priority(10).access().max_running(4)
-                   .obj(),  # open to all: the honest stream is the admin
+                   # open to all: the honest stream is the admin
+                   MakeQueue(train).priority(10).access().max_running(4).obj(),
                    MakeQueue(held).priority(10).access(teams=[project.team]).max_running(0).obj(),
-                   MakeTeam(other_team).members(users=["carol"]).obj(), MakeQueue(prod).priority(10)
-                   .access(teams=[other_team]).obj())
+                   MakeTeam(other_team).members(users=["carol"]).obj(),
+                   MakeQueue(prod).priority(10).access(teams=[other_team]).obj())
     project.opt_in(default_queue=train)
     admin = project.admin.cluster
     elsewhere = f"prod-{run}"  # a namespace of the other team, where alice may create Jobs

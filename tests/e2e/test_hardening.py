@@ -473,8 +473,8 @@ def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project:
     """A pod runs in a queue of one slot; its namespace is then relabelled to another team that
     may use the queue too. The running pod keeps its slot: the next pod waits for it."""
     queue, other = project.name("one-slot"), project.name("other-team")
-    project.create(MakeTeam(project.team).members(users=["alice"]).obj(), MakeTeam(other)
-                   .members(users=["alice"]).obj(),
+    project.create(MakeTeam(project.team).members(users=["alice"]).obj(),
+                   MakeTeam(other).members(users=["alice"]).obj(),
                    MakeQueue(queue).priority(10).access(teams=[project.team, other]).max_running(1).obj())
     project.opt_in(default_queue=queue)
     first = gpu_pod("first", project.namespace)

@@ -98,8 +98,8 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     project.create(MakePreset(shape).requests(cpu="3").obj())
     eventually(lambda: cpu_of_next_pod() == "3", "the changed preset in the next pod")
 
-    project.create(MakeQueue(train).priority(10).access(users=["bob"]).max_running(HOLD)
-                   .obj())  # no longer open to alice's team
+    # no longer open to alice's team
+    project.create(MakeQueue(train).priority(10).access(users=["bob"]).max_running(HOLD).obj())
 
     def refused() -> str | None:
         result = alice.cluster.kubectl("--as=alice", "-n", project.namespace, "create", "--dry-run=server",

@@ -263,8 +263,8 @@ def test_admission_answers_every_shape_with_a_decision_or_its_own_error(
         request = create_as(pod, creator)
     elif what == "job":
         template = {k: pod[k] for k in ("metadata", "spec") if k in pod}
-        request = Request(Operation.CREATE, JOB, creator.user, frozenset(creator.groups), MakeJob(template)
-                          .obj())
+        job = MakeJob(template).obj()
+        request = Request(Operation.CREATE, JOB, creator.user, frozenset(creator.groups), job)
     else:
         old = copy.deepcopy(pod)
         old["spec"] = (

@@ -159,8 +159,8 @@ def test_after_everything_a_good_review_is_still_answered(served: tuple[ServedAp
     post(served, "/mutate", b"\xff" * 1000)
     status, too_big = post(served, "/mutate", b"x" * (5 * 1024 * 1024))
     assert (status, too_big["error"]) == (413, "the request body is larger than 262144 bytes")
-    status, answer = post(served, "/mutate", json.dumps(review(MakePod.submitted().gpus(1).obj(), kind=POD))
-                          .encode())
+    doc = review(MakePod.submitted().gpus(1).obj(), kind=POD)
+    status, answer = post(served, "/mutate", json.dumps(doc).encode())
     assert status == 200
     assert answer["response"]["allowed"] is True
     assert answer["response"]["patchType"] == "JSONPatch"

@@ -85,7 +85,7 @@ def _queues() -> list[dict[str, Any]]:
 
 POLICIES: tuple[dict[str, Any] | None, ...] = (
     None,
-    MakePolicy().set().obj(),
+    MakePolicy().obj(),
     MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD, MIG], defaultQueue="open").obj(),
     MakePolicy().set(trustedControllers=[JOB_CONTROLLER, ARGO, keys.CONTROLLER_MANAGER]).obj(),
     MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning="many").obj(),  # broken

@@ -1,8 +1,6 @@
 """Admission of pods: which pods are managed, what they become, and who may use which queue.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_world``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -55,8 +53,8 @@ GATE = [{"name": keys.GATE}]
             MakePod.submitted().gpus(0), NS, CATALOG, False, id="asking for zero GPUs is not asking for a GPU"
         ),
         pytest.param(
-            MakePod.submitted().spec(initContainers=[{"name": "warm",
-                                                      "resources": {"limits": {keys.GPU_RESOURCE: "1"}}}]
+            MakePod.submitted().spec(
+                initContainers=[{"name": "warm", "resources": {"limits": {keys.GPU_RESOURCE: "1"}}}]
             ),
             vision_ml().default_queue("vision-train").model(),
             CATALOG,
@@ -133,8 +131,8 @@ def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> 
         )
     )
     assert isinstance(decision, Admit)
-    expected = MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL,
-                                                               "vision").gpus(1).submitter("alice")
+    expected = (MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1)
+                .submitter("alice"))
     assert apply(pod, decision.patch) == expected.stamped().gated().obj()
 
 
@@ -225,8 +223,9 @@ def test_where_the_queue_comes_from(
             (),
             "robotics-train",
             MakeNamespace("robotics-ml").team("robotics").model(),
-            vision_catalog(queues=[MakeQueue("robotics-train").priority(10).access(teams=["robotics"])
-                                   .obj()]),
+            vision_catalog(
+                queues=[MakeQueue("robotics-train").priority(10).access(teams=["robotics"]).obj()]
+            ),
             id="a namespace's team with no Team object counts everyone in the namespace",
         ),
         pytest.param(

@@ -1,8 +1,6 @@
 """Broken objects and broken requests: admission fails closed, never open, and never crashes.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's (see ``tests.admission_world``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations

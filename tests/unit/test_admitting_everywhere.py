@@ -112,8 +112,8 @@ def test_a_status_update_that_leaves_sluicegates_keys_alone_is_admitted() -> Non
 
 
 def _stamped_job(user: str) -> dict[str, Any]:
-    return MakeJob(MakePod.submitted().queue("vision-train").submitter(user, "vision-devs").gpus(1)
-                   .template()).obj()
+    pod = MakePod.submitted().queue("vision-train").submitter(user, "vision-devs").gpus(1)
+    return MakeJob(pod.template()).obj()
 
 
 def test_a_job_an_untrusted_cronjob_controller_creates_is_refused_naming_the_policy_field() -> None:
@@ -134,6 +134,6 @@ def test_with_the_cronjob_controller_trusted_its_jobs_carry_the_cronjobs_stamp()
     job = _stamped_job("olga")
     job["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]
-    catalog = vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER, CRONJOB_CONTROLLER])
-                             .obj())
+    trusted = MakePolicy().set(trustedControllers=[JOB_CONTROLLER, CRONJOB_CONTROLLER])
+    catalog = vision_catalog(policy=trusted.obj())
     assert isinstance(run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=catalog), Admit)

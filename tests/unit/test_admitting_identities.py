@@ -1,8 +1,6 @@
 """Forged identities: mirror pods only nodes create, and stamps only the right controller carries.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's (see ``tests.admission_world``). Mallory is nobody's member.
+They run in the vision world of ``tests.admission_world``, where Mallory is nobody's member.
 """
 
 from __future__ import annotations

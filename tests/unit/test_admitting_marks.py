@@ -1,8 +1,7 @@
 """Sluicegate's own keys: refused on every pod of an opted-in namespace when written by hand, the
 admission stamp on every managed pod, and dispatch counting only pods admission marked.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queue
-vision-train is vision's (see ``tests.admission_world``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -105,8 +104,8 @@ def stamp_of(pod: dict[str, Any]) -> str:
 
 
 def test_a_managed_pod_is_stamped_with_the_moment_of_admission_in_utc_microseconds() -> None:
-    assert stamp_of(admitted(MakePod.submitted().queue("vision-train")
-                             .obj())) == "2026-11-30T10:04:30.123456Z"
+    pod = MakePod.submitted().queue("vision-train").obj()
+    assert stamp_of(admitted(pod)) == "2026-11-30T10:04:30.123456Z"
 
 
 @pytest.mark.parametrize(
@@ -161,8 +160,8 @@ def test_a_job_template_never_carries_a_stamp() -> None:
             id="queue and team without the stamp",
         ),
         pytest.param(
-            MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision").stamped("yesterday")
-                     .obj(),
+            MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision")
+            .stamped("yesterday").obj(),
             False,
             id="a stamp that is no time",
         ),

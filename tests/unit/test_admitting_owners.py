@@ -58,8 +58,9 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
         pytest.param(
             MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             "system:kube-controller-manager",
-            vision_catalog(policy=MakePolicy().set(trustedControllers=["system:kube-controller-manager"])
-                           .obj()),
+            vision_catalog(
+                policy=MakePolicy().set(trustedControllers=["system:kube-controller-manager"]).obj()
+            ),
             "alice",
             id="the controller manager running as itself creates Jobs' pods too, once trusted",
         ),
@@ -105,8 +106,8 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             id="only the controller owner counts, not any owner",
         ),
         pytest.param(
-            MakePod.submitted().queue("vision-train").owned_by(JOB).annotation(keys.SUBMITTER_ANNOTATION,
-                                                                               "alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB)
+            .annotation(keys.SUBMITTER_ANNOTATION, "alice"),
             JOB_CONTROLLER,
             CATALOG,
             FORGED_SUBMITTER,
@@ -167,8 +168,7 @@ def test_a_job_gets_its_template_stamped_and_nothing_else() -> None:
 def test_a_template_without_metadata_gets_it_whole() -> None:
     job = job_of(MakePod.submitted().gpus(1))
     assert "metadata" not in job["spec"]["template"]
-    decision = run(create_job(job), vision_ml().default_queue("vision-train")
-                   .model())
+    decision = run(create_job(job), vision_ml().default_queue("vision-train").model())
     assert decision == Admit(
         (
             {

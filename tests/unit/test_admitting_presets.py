@@ -1,8 +1,6 @@
 """Admission with presets: their order, their queue and workflow limit, workflows and warnings.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_world``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -110,8 +108,8 @@ def test_a_presets_workflow_limit(pod: MakePod, limit: str | None) -> None:
 )
 def test_workflows_come_from_the_policys_label_mapping(pod: MakePod, workflow: str | None) -> None:
     catalog = vision_catalog(
-        policy=MakePolicy().set(workflowLabels=["workflows.argoproj.io/workflow",
-                                                "katib.kubeflow.org/experiment"]).obj()
+        policy=MakePolicy()
+        .set(workflowLabels=["workflows.argoproj.io/workflow", "katib.kubeflow.org/experiment"]).obj()
     )
     assert admitted(pod.obj(), NS, catalog)["metadata"]["labels"].get(keys.WORKFLOW_LABEL) == workflow
 
@@ -177,12 +175,12 @@ def test_a_namespace_default_presets_workflow_limit_caps_the_pods_own() -> None:
 def test_a_preset_that_names_the_main_container_gives_it_the_gpus_once_and_for_all() -> None:
     catalog = vision_catalog(
         presets=[
-            MakePreset("trainer-gpu").pod_annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer").gpus(2)
-                 .obj()
+            MakePreset("trainer-gpu").pod_annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer")
+            .gpus(2).obj()
         ]
     )
-    pod = MakePod.submitted().container("trainer",
-                                        image="sidecar:1").presets("trainer-gpu").queue("vision-train").obj()
+    pod = (MakePod.submitted().container("trainer", image="sidecar:1").presets("trainer-gpu")
+           .queue("vision-train").obj())
     once, decision = admit(pod, NS, catalog)
     assert decision.warnings == ()
     containers = once["spec"]["containers"]
@@ -248,8 +246,8 @@ def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
 
 
 def test_a_pod_already_invalid_is_not_blamed_on_a_preset() -> None:
-    pod = MakePod.submitted().queue("vision-train").presets("connections").main("volumeMounts",
-                                                                                [SCRATCH_MOUNT])
+    pod = (MakePod.submitted().queue("vision-train").presets("connections")
+           .main("volumeMounts", [SCRATCH_MOUNT]))
     assert isinstance(run(create(pod.obj())), Admit)
 
 
@@ -261,8 +259,8 @@ def test_a_later_preset_giving_back_what_an_earlier_one_replaced_is_admitted_and
         MakePreset("scratch").pod("volumes", [{"name": "scratch", "emptyDir": {}}]).obj(),
         MakePreset("data").pod("volumes", [{"name": "data", "emptyDir": {}}]).obj(),
     ])
-    pod = MakePod.submitted().queue("vision-train").presets("scratch,data").main("volumeMounts",
-                                                                                 [SCRATCH_MOUNT]).obj()
+    pod = (MakePod.submitted().queue("vision-train").presets("scratch,data")
+           .main("volumeMounts", [SCRATCH_MOUNT]).obj())
     once, _ = admit(pod, NS, catalog)
     assert [v["name"] for v in once["spec"]["volumes"]] == ["data"]
     _, again = admit(once, NS, catalog)

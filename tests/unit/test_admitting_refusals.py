@@ -1,8 +1,6 @@
 """Admission refusals, word for word: each says what was wrong and what is allowed instead.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_world``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -58,9 +56,8 @@ def refused(
         refused(
             MakePod.submitted().queue("vision-trian"),
             f'queue "vision-trian" does not exist; {VISION_QUEUES}',
-            namespace=vision_ml().allowed_queues(["vision-train",
-                                                                                "vision-interactive",
-                                                                                "vision-trian"]).model(),
+            namespace=vision_ml().allowed_queues(["vision-train", "vision-interactive", "vision-trian"])
+            .model(),
             id="a queue the namespace's own list names but that does not exist is said to be missing",
         ),
         refused(
@@ -175,8 +172,8 @@ def refused(
             id="a hand-written dispatch time",
         ),
         refused(
-            MakePod.submitted().queue("vision-train").annotation(keys.APPLIED_PRESETS_ANNOTATION,
-                                                                 "single-gpu"),
+            MakePod.submitted().queue("vision-train")
+            .annotation(keys.APPLIED_PRESETS_ANNOTATION, "single-gpu"),
             written_by_sluicegate("annotation", keys.APPLIED_PRESETS_ANNOTATION),
             id="applied presets that were not applied",
         ),

@@ -175,8 +175,8 @@ def test_a_job_the_cronjob_controller_made_for_someone_is_theirs_too() -> None:
 
 def test_a_job_without_a_stamp_is_anyones_with_rbac_to_change_it() -> None:
     """Sluicegate never judged who made it (its pods are judged as whoever creates them)."""
-    plain = MakeJob(MakePod.submitted().main("image", "etl:1").template(), namespace="nlp-research",
-                    name="etl").obj()
+    template = MakePod.submitted().main("image", "etl:1").template()
+    plain = MakeJob(template, namespace="nlp-research", name="etl").obj()
     assert run(update(plain, changed(plain, spec(parallelism=4)), "dmitri", kind=JOB), NLP) == Admit()
     assert isinstance(edit(JOB, spec(parallelism=4)), Deny)
 

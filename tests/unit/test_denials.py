@@ -37,9 +37,8 @@ BROKEN = vision_catalog(
                      "SystemKey", id="a hand-set team label"),
         pytest.param(update(GATED.obj(), MakePod.submitted().queue("vision-train").gpus(1).obj()), None, None,
                      "GateRemoved", id="the gate removed by a user"),
-        pytest.param(update(GATED.obj(), MakePod.submitted().queue("research").gpus(1).gated().obj()), None,
-                     None,
-                     "KeyChanged", id="the queue relabelled"),
+        pytest.param(update(GATED.obj(), MakePod.submitted().queue("research").gpus(1).gated().obj()),
+                     None, None, "KeyChanged", id="the queue relabelled"),
         pytest.param(create(MakePod.submitted().presets("connections").obj()),
                      vision_ml().allowed_presets(["single-gpu"]).model(), None,
                      "PresetNotAllowed", id="a preset the namespace does not allow"),
@@ -55,8 +54,7 @@ BROKEN = vision_catalog(
         pytest.param(create(MakePod.submitted().queue("broken").obj()), None, BROKEN,
                      "QueueInvalid", id="a broken queue"),
         pytest.param(create(MakePod.submitted().queue("nope").obj()),
-                     vision_ml().allowed_queues(["vision-train", "nope"])
-                     .model(), None,
+                     vision_ml().allowed_queues(["vision-train", "nope"]).model(), None,
                      "QueueUnknown", id="a queue the namespace lists that does not exist"),
         pytest.param(create(MakePod.submitted().queue("nope").obj()), None, None,
                      "QueueNotOpen", id="a queue that does not exist, where it must read as not open"),
@@ -74,8 +72,10 @@ BROKEN = vision_catalog(
                      id="more of someone else's stamped Job"),
         pytest.param(create(MakePod.submitted().queue("vision-train").group("g").obj()), None, None,
                      "BadAnnotation", id="a group without a size"),
-        pytest.param(create(MakePod.submitted().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}})
-                            .obj()), None, None, "InvalidSpec", id="a quantity that does not parse"),
+        pytest.param(
+            create(MakePod.submitted().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}}).obj()),
+            None, None, "InvalidSpec", id="a quantity that does not parse",
+        ),
     ],
 )
 def test_every_refusal_has_its_reason(

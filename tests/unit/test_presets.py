@@ -186,8 +186,8 @@ def preset_for_everything(strategy: str) -> MakePreset:
     return (
         MakePreset("shape")
         .strategy(strategy)
-        .label("app", "preset")
-        .label("cost-center", "ml")
+        .pod_label("app", "preset")
+        .pod_label("cost-center", "ml")
         .pod("nodeSelector", {"pool": "a100"})
         .pod("tolerations", [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
                              {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}])

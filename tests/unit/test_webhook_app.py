@@ -18,7 +18,7 @@ from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
 from tests.admission_world import vision_catalog, vision_ml
 from tests.builders import MakeJob, MakePod
-from tests.webhook_builders import CONTROLLER, FixedSource, body, review
+from tests.webhook_builders import CONTROLLER, FixedSource, body, post, review
 from webhook.application import build_app, operations_app
 from webhook.metrics import AdmissionMetrics
 from webhook.settings import Settings
@@ -42,12 +42,6 @@ async def client(metrics: AdmissionMetrics) -> AsyncIterator[TestClient[Any, Any
     async with TestClient(TestServer(build_app(SETTINGS, source(), metrics))) as c:
         yield c
 
-
-async def post(client: TestClient[Any, Any], path: str, doc: Any) -> dict[str, Any]:
-    response = await client.post(path, data=body(doc))
-    assert response.status == 200, await response.text()
-    answer: dict[str, Any] = (await response.json())["response"]
-    return answer
 
 
 def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
@@ -132,8 +126,8 @@ async def test_a_count_of_thousands_of_digits_is_denied_with_a_message_not_answe
 ) -> None:
     huge = "9" * 5000
     pod = MakePod.submitted().gpus(1).workflow("sweep").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, huge)
-    job = MakeJob(MakePod.submitted().gpus(1).annotation(keys.GROUP_SIZE_ANNOTATION, huge).group("ring")
-                  .template()).obj()
+    grouped = MakePod.submitted().gpus(1).annotation(keys.GROUP_SIZE_ANNOTATION, huge).group("ring")
+    job = MakeJob(grouped.template()).obj()
 
     for doc in (review(pod.obj(), kind=POD), review(job, kind=JOB)):
         answer = await post(client, "/mutate", doc)

@@ -19,7 +19,7 @@ from policy import keys
 from policy.reviews import JOB, POD
 from tests.admission_world import JOB_CONTROLLER, vision_catalog, vision_ml, written_by_sluicegate
 from tests.builders import MakeJob, MakePod
-from tests.webhook_builders import CONTROLLER, FixedSource, body, review
+from tests.webhook_builders import CONTROLLER, FixedSource, post, review
 from webhook.application import build_app
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators, JobStamp
@@ -87,12 +87,6 @@ async def client(api: Jobs, watched: Reflector[JobStamp]) -> AsyncIterator[TestC
     async with TestClient(TestServer(app)) as c:
         yield c
 
-
-async def post(client: TestClient[Any, Any], path: str, doc: Any) -> dict[str, Any]:
-    response = await client.post(path, data=body(doc))
-    assert response.status == 200, await response.text()
-    answer: dict[str, Any] = (await response.json())["response"]
-    return answer
 
 
 def pod_review(pod: dict[str, Any]) -> dict[str, Any]:
