@@ -4,6 +4,10 @@ Every builder starts from a minimal valid object and each call changes one thing
 gives the Kubernetes object as plain JSON data (what the API server sends); ``model()`` gives
 the parsed frozen dataclass that policy code decides over, so the parsers are exercised too.
 Workloads are made from pods (``workloads(...)``) the way the controller makes them.
+
+``MakePod`` builds a pod as the API server stores it; ``MakePod.submitted()`` builds one as a
+user submits it, before it is stored: what admission reviews. ``create`` and ``update`` wrap an
+object in the admission request that carries it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,21 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from policy import keys
+from policy import keys, marks
 from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
-from policy.pods import Pod, format_admitted_at
+from policy.pods import Pod, Submitter, format_admitted_at
+from policy.reviews import JOB, POD, Kind, Operation, Request
 from policy.workloads import build_workloads
 
 Obj = dict[str, Any]
 
 T0 = 1_700_000_000.0
 """A fixed epoch for creation times: builders count seconds from it."""
+
+NOW = datetime(2026, 11, 30, 10, 4, 30, 123456, tzinfo=UTC)
+"""The clock of every admission test: requests are reviewed at this instant."""
+STAMP = marks.admitted_at(NOW)
+"""The admission stamp a pod admitted at ``NOW`` carries: ``2026-11-30T10:04:30.123456Z``."""
 
 
 def timestamp(seconds: float) -> str:
@@ -63,6 +73,19 @@ class _Builder:
 class MakePod(_Builder):
     """A pod with one container ``main`` and no requests, created at ``T0``, ungated."""
 
+    @classmethod
+    def submitted(cls, *, namespace: str = "vision-ml", name: str = "train-0") -> MakePod:
+        """A pod as a user submits it: no uid, creation time or status yet, one container
+        ``main`` running ``trainer:1``."""
+        pod = cls(namespace, name)
+        pod._obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "trainer:1"}]},
+        }
+        return pod
+
     def __init__(self, namespace: str, name: str) -> None:
         super().__init__(
             {
@@ -99,9 +122,12 @@ class MakePod(_Builder):
             self.annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, str(max_running))
         return self
 
-    def group(self, name: str, size: int) -> Self:
+    def group(self, name: str, size: int | None = None) -> Self:
+        """A member of pod group ``name`` of ``size`` pods (no size: the annotation is missing)."""
         self.label(keys.GROUP_LABEL, name)
-        return self.annotation(keys.GROUP_SIZE_ANNOTATION, str(size))
+        if size is not None:
+            self.annotation(keys.GROUP_SIZE_ANNOTATION, str(size))
+        return self
 
     def presets(self, *names: str) -> Self:
         return self.annotation(keys.PRESETS_ANNOTATION, ",".join(names))
@@ -119,6 +145,28 @@ class MakePod(_Builder):
     def admitted(self, seconds_after_t0: float) -> Self:
         """The admission stamp, to the microsecond (``created`` keeps whole seconds)."""
         return self.annotation(keys.ADMITTED_AT_ANNOTATION, format_admitted_at(T0 + seconds_after_t0))
+
+    def stamped(self, value: str = STAMP) -> Self:
+        """The admission stamp, as admission at ``NOW`` writes it unless ``value`` is given."""
+        return self.annotation(keys.ADMITTED_AT_ANNOTATION, value)
+
+    def submitter(self, user: str, *groups: str) -> Self:
+        return self.annotation(keys.SUBMITTER_ANNOTATION, Submitter(user, frozenset(groups)).to_annotation())
+
+    def owned_by(self, kind: Kind, name: str = "train", *, controller: bool = True) -> Self:
+        self._meta.setdefault("ownerReferences", []).append(
+            {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": f"uid-{name}",
+             "controller": controller}
+        )
+        return self
+
+    def mirror(self, node: str = "gpu-node-1") -> Self:
+        """A mirror pod's marks: the kubelet's annotation and the node it runs on."""
+        return self.annotation(keys.MIRROR_POD_ANNOTATION, "hash-of-the-static-pod").node(node)
+
+    def no_labels(self) -> Self:
+        self._meta.pop("labels", None)
+        return self
 
     # --- resources -----------------------------------------------------------------------------
 
@@ -145,6 +193,15 @@ class MakePod(_Builder):
         """GPUs as extended resources are asked for: a limit (the request defaults to it)."""
         return self.limit(resource, count)
 
+    def main(self, field: str, value: Any, index: int = 0) -> Self:
+        """One field of the container at ``index`` (the main container unless it says)."""
+        self._spec["containers"][index][field] = copy.deepcopy(value)
+        return self
+
+    def env(self, name: str, value: str) -> Self:
+        self._main().setdefault("env", []).append({"name": name, "value": value})
+        return self
+
     def container(self, name: str, **fields: Any) -> Self:
         self._spec["containers"].append({"name": name, "image": "busybox", **fields})
         return self
@@ -165,13 +222,26 @@ class MakePod(_Builder):
         return self
 
     def spec(self, **fields: Any) -> Self:
-        self._spec.update(fields)
+        self._spec.update(copy.deepcopy(fields))
         return self
+
+    def template(self) -> Obj:
+        """The pod as a pod template (a Job's): its metadata and spec, without name or namespace."""
+        obj = self.obj()
+        meta = obj["metadata"]
+        meta.pop("name", None)
+        meta.pop("namespace", None)
+        if not meta:
+            obj.pop("metadata")
+        return {k: obj[k] for k in ("metadata", "spec") if k in obj}
 
     # --- life ----------------------------------------------------------------------------------
 
     def gated(self) -> Self:
-        self._spec["schedulingGates"] = [{"name": keys.GATE}]
+        """Sluicegate's gate added to the pod's scheduling gates."""
+        gates: list[Obj] = self._spec.setdefault("schedulingGates", [])
+        if {"name": keys.GATE} not in gates:
+            gates.append({"name": keys.GATE})
         return self
 
     def ungated(self) -> Self:
@@ -179,7 +249,7 @@ class MakePod(_Builder):
         return self
 
     def phase(self, phase: str) -> Self:
-        self._obj["status"]["phase"] = phase
+        self._obj.setdefault("status", {})["phase"] = phase
         return self
 
     def running(self, node: str = "") -> Self:
@@ -253,7 +323,8 @@ class MakeQueue(_Limited):
     def access(
         self, teams: Iterable[str] = (), users: Iterable[str] = (), groups: Iterable[str] = ()
     ) -> Self:
-        self._spec["access"] = {"teams": list(teams), "users": list(users), "groups": list(groups)}
+        """Open to these teams, users and groups; ``access()`` names none (open to everyone)."""
+        self._spec["access"] = _named(teams=teams, users=users, groups=groups)
         return self
 
     def node_pool(self, match_labels: Mapping[str, str] | None = None, **selector: Any) -> Self:
@@ -271,7 +342,8 @@ class MakeTeam(_Limited):
         return Team.parse(self.obj())
 
     def members(self, users: Iterable[str] = (), groups: Iterable[str] = ()) -> Self:
-        self._spec["members"] = {"users": list(users), "groups": list(groups)}
+        """``members()`` names none: everyone who may create pods in the team's namespaces."""
+        self._spec["members"] = _named(users=users, groups=groups)
         return self
 
 
@@ -291,6 +363,8 @@ class MakePolicy(_Limited):
 
 
 class MakeNamespace(_Builder):
+    """A namespace no team has opted in; admission's view of it is ``model()``."""
+
     def __init__(self, name: str) -> None:
         super().__init__({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
@@ -299,6 +373,18 @@ class MakeNamespace(_Builder):
 
     def team(self, name: str) -> Self:
         return self.label(keys.TEAM_LABEL, name)
+
+    def default_queue(self, name: str) -> Self:
+        return self.annotation(keys.DEFAULT_QUEUE_ANNOTATION, name)
+
+    def allowed_queues(self, names: Iterable[str]) -> Self:
+        return self.annotation(keys.ALLOWED_QUEUES_ANNOTATION, ",".join(names))
+
+    def default_presets(self, names: Iterable[str]) -> Self:
+        return self.annotation(keys.DEFAULT_PRESETS_ANNOTATION, ",".join(names))
+
+    def allowed_presets(self, names: Iterable[str]) -> Self:
+        return self.annotation(keys.ALLOWED_PRESETS_ANNOTATION, ",".join(names))
 
 
 class MakeNode(_Builder):
@@ -321,6 +407,82 @@ class MakeNode(_Builder):
     def allocatable(self, resource: str, amount: str | int) -> Self:
         self._obj["status"]["allocatable"][resource] = str(amount)
         return self
+
+
+class MakeJob(_Builder):
+    """A Job of the pod ``template`` (``MakePod.submitted()...template()``), backoffLimit 2."""
+
+    def __init__(self, template: Obj, *, namespace: str = "vision-ml", name: str = "train") -> None:
+        super().__init__(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"backoffLimit": 2, "template": copy.deepcopy(template)},
+            }
+        )
+
+
+class MakePreset(_Builder):
+    """A Preset that sets nothing, with the replace strategy. Its ``pod_label`` and
+    ``pod_annotation`` are what it writes on pods; ``label`` and ``annotation`` are its own."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            {"apiVersion": keys.API_VERSION, "kind": "Preset", "metadata": {"name": name}, "spec": {}}
+        )
+
+    def strategy(self, name: str) -> Self:
+        self._spec["patchStrategy"] = name
+        return self
+
+    def queue(self, name: str) -> Self:
+        self._spec["queue"] = name
+        return self
+
+    def workflow_max_running(self, limit: Any) -> Self:
+        self._spec["workflowMaxRunning"] = limit
+        return self
+
+    def pod_label(self, key: str, value: str) -> Self:
+        self._spec.setdefault("metadata", {}).setdefault("labels", {})[key] = value
+        return self
+
+    def pod_annotation(self, key: str, value: str) -> Self:
+        self._spec.setdefault("metadata", {}).setdefault("annotations", {})[key] = value
+        return self
+
+    def pod(self, field: str, value: Any) -> Self:
+        self._spec.setdefault("pod", {})[field] = copy.deepcopy(value)
+        return self
+
+    def container(self, field: str, value: Any) -> Self:
+        self._spec.setdefault("container", {})[field] = copy.deepcopy(value)
+        return self
+
+    def requests(self, **amounts: Any) -> Self:
+        """``requests(gpu=1)`` for nvidia.com/gpu; other names as they are."""
+        resources = self._spec.setdefault("container", {}).setdefault("resources", {})
+        resources.setdefault("requests", {}).update(_resource_names(amounts))
+        return self
+
+    def limits(self, **amounts: Any) -> Self:
+        resources = self._spec.setdefault("container", {}).setdefault("resources", {})
+        resources.setdefault("limits", {}).update(_resource_names(amounts))
+        return self
+
+    def gpus(self, count: int) -> Self:
+        return self.requests(gpu=str(count)).limits(gpu=str(count))
+
+
+def _resource_names(amounts: Mapping[str, Any]) -> dict[str, Any]:
+    return {keys.GPU_RESOURCE if k == "gpu" else k: v for k, v in amounts.items()}
+
+
+def _named(**kinds: Iterable[str]) -> dict[str, list[str]]:
+    """Who a queue or team names, by kind; a kind it names no one of is left out."""
+    named = {kind: list(names) for kind, names in kinds.items()}
+    return {kind: names for kind, names in named.items() if names}
 
 
 _SHORT_NAMES = {"gpus": keys.GPU_RESOURCE}
@@ -364,3 +526,19 @@ def snapshot(
         workloads=[*workloads(*pods), *extra],
         now=now,
     )
+
+
+# --- admission requests ------------------------------------------------------------------------
+
+
+def create(obj: Obj, user: str = "alice", *groups: str, kind: Kind = POD) -> Request:
+    """``user`` (in ``groups``) creates ``obj``: the request admission reviews."""
+    return Request(Operation.CREATE, kind, user, frozenset(groups), obj)
+
+
+def create_job(job: Obj, user: str = "alice", *groups: str) -> Request:
+    return create(job, user, *groups, kind=JOB)
+
+
+def update(old: Obj, new: Obj, user: str = "alice", *groups: str, kind: Kind = POD) -> Request:
+    return Request(Operation.UPDATE, kind, user, frozenset(groups), new, old)

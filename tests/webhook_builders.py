@@ -1,5 +1,6 @@
-"""Helpers for webhook tests: a fixed source of admin objects, AdmissionReview bodies, and an
-app served for real (TLS, a loopback port) from a thread, for tests that speak plain HTTP."""
+"""Helpers for webhook tests: a fixed source of admin objects, AdmissionReview bodies posted to
+an app in process, and an app served for real (TLS, a loopback port) from a thread, for tests
+that speak plain HTTP."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.test_utils import TestClient
 
 from policy.catalog import Catalog
 from policy.model import Namespace
@@ -66,6 +68,14 @@ def review(
 
 def body(doc: Any) -> bytes:
     return json.dumps(doc).encode()
+
+
+async def post(client: TestClient[Any, Any], path: str, doc: Any) -> dict[str, Any]:
+    """The response of an AdmissionReview posted to an in-process app; fails on any status but 200."""
+    response = await client.post(path, data=body(doc))
+    assert response.status == 200, await response.text()
+    answer: dict[str, Any] = (await response.json())["response"]
+    return answer
 
 
 class ServedApp:

@@ -10,7 +10,7 @@ import pytest
 
 from policy import keys
 from process import kubeyaml
-from tests.admission_builders import make_preset, make_queue, make_team
+from tests.builders import MakePreset, MakeQueue, MakeTeam
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, condition, gpu_pod, submitter
 
@@ -24,9 +24,9 @@ def vision_world(project: Project) -> tuple[str, str]:
     production queue that is not. Returns (training queue, production queue)."""
     train, prod = project.name("train"), project.name("prod")
     project.create(
-        make_team(project.team, users=["alice"], groups=["vision-devs"]),
-        make_queue(train, teams=[project.team], max_running=HOLD),
-        make_queue(prod, teams=[project.name("prod-team")], max_running=HOLD),
+        MakeTeam(project.team).members(users=["alice"], groups=["vision-devs"]).obj(),
+        MakeQueue(train).priority(10).access(teams=[project.team]).max_running(HOLD).obj(),
+        MakeQueue(prod).priority(10).access(teams=[project.name("prod-team")]).max_running(HOLD).obj(),
     )
     return train, prod
 
@@ -36,7 +36,7 @@ def test_a_gpu_pod_without_a_queue_gets_the_default_queue_team_submitter_presets
 ) -> None:
     train, _ = vision_world(project)
     data = project.name("data")
-    project.create(make_preset(data).strategy("post_merge")
+    project.create(MakePreset(data).strategy("post_merge")
                    .container("env", [{"name": "DATA_URL", "value": "s3://vision/data"}])
                    .pod("volumes", [{"name": "scratch", "emptyDir": {}}])
                    .container("volumeMounts", [{"name": "scratch", "mountPath": "/scratch"}]).obj())
@@ -137,7 +137,7 @@ def test_each_preset_strategy_gives_the_pod_read_back_from_the_api_server(
     train, _ = vision_world(project)
     shape = project.name(strategy.replace("_", "-"))
     project.create(
-        make_preset(shape).strategy(strategy)
+        MakePreset(shape).strategy(strategy)
         .pod("nodeSelector", {"pool": "preset", "zone": "z"})
         .pod("tolerations", [{"key": "k2", "operator": "Exists", "effect": "NoSchedule"}])
         .container("env", [{"name": "A", "value": "preset"}, {"name": "B", "value": "preset"}])

@@ -30,7 +30,7 @@ from audit.recording import recording
 from controlplane.deploying import LocalSluicegate
 from policy import keys
 from process import kubeyaml
-from tests.admission_builders import make_queue, make_team
+from tests.builders import MakeQueue, MakeTeam
 from tests.e2e.conftest import Kubectl
 from tests.e2e.faults import DRAIN_SECONDS, Row, Stream, judge, scale, scenario
 from tests.e2e.projects import Project, gpu_pod
@@ -129,10 +129,12 @@ def test_every_abuse_attempt_under_flow_is_refused_with_a_reason_and_the_flow_is
     run = f"a{uuid.uuid4().hex[:7]}"
     train, held = project.name("train"), project.name("held")
     other_team, prod = project.name("prod-team"), project.name("prod")
-    project.create(make_team(project.team, users=["alice"], groups=["vision-devs"]),
-                   make_queue(train, max_running=4),  # open to all: the honest stream is the admin
-                   make_queue(held, teams=[project.team], max_running=0),
-                   make_team(other_team, users=["carol"]), make_queue(prod, teams=[other_team]))
+    project.create(MakeTeam(project.team).members(users=["alice"], groups=["vision-devs"]).obj(),
+                   # open to all: the honest stream is the admin
+                   MakeQueue(train).priority(10).access().max_running(4).obj(),
+                   MakeQueue(held).priority(10).access(teams=[project.team]).max_running(0).obj(),
+                   MakeTeam(other_team).members(users=["carol"]).obj(),
+                   MakeQueue(prod).priority(10).access(teams=[other_team]).obj())
     project.opt_in(default_queue=train)
     admin = project.admin.cluster
     elsewhere = f"prod-{run}"  # a namespace of the other team, where alice may create Jobs

@@ -22,7 +22,7 @@ from controlplane.deploying import LocalSluicegate
 from policy import keys
 from policy.pods import Submitter
 from process import kubeyaml
-from tests.admission_builders import make_queue, make_team
+from tests.builders import MakeQueue, MakeTeam
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod, submitter
 
@@ -37,8 +37,8 @@ def train(project: Project) -> str:
     dispatches nothing (the gate controller runs beside the webhook), so a pod keeps its gate
     until someone releases it by hand."""
     queue = project.name("train")
-    project.create(make_team(project.team, users=["alice"], groups=["vision-devs"]),
-                   make_queue(queue, teams=[project.team], max_running=0))
+    project.create(MakeTeam(project.team).members(users=["alice"], groups=["vision-devs"]).obj(),
+                   MakeQueue(queue).priority(10).access(teams=[project.team]).max_running(0).obj())
     project.opt_in(default_queue=queue)
     return queue
 
@@ -392,9 +392,9 @@ def test_another_users_cronjob_cannot_be_made_to_run_more_of_their_work_but_anyo
     """carol (on call) has a CronJob in the urgent queue; dmitri, who may edit it but may not use
     that queue, makes it run four 8-GPU pods every minute, which would run and count as carol's."""
     urgent = project.name("urgent-retrain")
-    queue = make_queue(urgent, groups=["ml-oncall"], max_running=0)  # dispatches nothing
-    queue["spec"]["priority"] = 100
-    project.create(make_team(project.team, users=["carol", "dmitri"]), queue)
+    # It dispatches nothing.
+    queue = MakeQueue(urgent).priority(100).access(groups=["ml-oncall"]).max_running(0).obj()
+    project.create(MakeTeam(project.team).members(users=["carol", "dmitri"]).obj(), queue)
     project.opt_in()
     project.grant(users=("carol", "dmitri"), groups=())
     template = {"metadata": {"labels": {keys.QUEUE_LABEL: urgent}},
@@ -473,8 +473,9 @@ def test_relabelling_a_namespace_does_not_let_a_queue_go_over_its_limit(project:
     """A pod runs in a queue of one slot; its namespace is then relabelled to another team that
     may use the queue too. The running pod keeps its slot: the next pod waits for it."""
     queue, other = project.name("one-slot"), project.name("other-team")
-    project.create(make_team(project.team, users=["alice"]), make_team(other, users=["alice"]),
-                   make_queue(queue, teams=[project.team, other], max_running=1))
+    project.create(MakeTeam(project.team).members(users=["alice"]).obj(),
+                   MakeTeam(other).members(users=["alice"]).obj(),
+                   MakeQueue(queue).priority(10).access(teams=[project.team, other]).max_running(1).obj())
     project.opt_in(default_queue=queue)
     first = gpu_pod("first", project.namespace)
     first["metadata"]["annotations"][GPU_DELAY] = "600s"

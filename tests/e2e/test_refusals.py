@@ -14,7 +14,7 @@ import pytest
 
 from policy import keys
 from process import kubeyaml
-from tests.admission_builders import make_preset, make_queue, make_team
+from tests.builders import MakePreset, MakeQueue, MakeTeam
 from tests.e2e.conftest import Kubectl
 from tests.e2e.projects import Project, gpu_pod
 
@@ -37,11 +37,11 @@ def world(project: Project) -> dict[str, str]:
     """Queues train and other (both open to the team), presets small and large."""
     names = {n: project.name(n) for n in ("train", "other", "small", "large")}
     project.create(
-        make_team(project.team, users=["alice"], groups=["vision-devs"]),
-        make_queue(names["train"], teams=[project.team], max_running=HOLD),
-        make_queue(names["other"], teams=[project.team], max_running=HOLD),
-        make_preset(names["small"]).gpus(1).obj(),
-        make_preset(names["large"]).gpus(8).obj(),
+        MakeTeam(project.team).members(users=["alice"], groups=["vision-devs"]).obj(),
+        MakeQueue(names["train"]).priority(10).access(teams=[project.team]).max_running(HOLD).obj(),
+        MakeQueue(names["other"]).priority(10).access(teams=[project.team]).max_running(HOLD).obj(),
+        MakePreset(names["small"]).gpus(1).obj(),
+        MakePreset(names["large"]).gpus(8).obj(),
     )
     return names
 

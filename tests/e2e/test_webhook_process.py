@@ -17,7 +17,7 @@ from controlplane.deploying import LocalSluicegate
 from policy import keys
 from process import kubeyaml
 from process.certificates import server_context
-from tests.admission_builders import make_preset, make_queue, make_team
+from tests.builders import MakePreset, MakeQueue, MakeTeam
 from tests.e2e.conftest import eventually
 from tests.e2e.projects import Project, gpu_pod
 from tests.webhook_builders import ServedApp
@@ -31,7 +31,7 @@ def test_with_the_webhook_stopped_a_managed_pod_is_refused_and_submissions_flow_
     project: Project, running: LocalSluicegate
 ) -> None:
     train = project.name("train")
-    project.create(make_queue(train, max_running=HOLD))
+    project.create(MakeQueue(train).priority(10).access().max_running(HOLD).obj())
     project.opt_in(default_queue=train)
     alice = project.user("alice", "vision-devs")
 
@@ -70,7 +70,7 @@ def test_the_running_webhook_answers_garbage_400_and_a_huge_body_413_and_keeps_s
     assert status == 413
 
     train = project.name("train")
-    project.create(make_queue(train, max_running=HOLD))
+    project.create(MakeQueue(train).priority(10).access().max_running(HOLD).obj())
     project.opt_in(default_queue=train)
     project.user("alice").apply(gpu_pod("still-served", project.namespace))
     assert project.pod("still-served")["spec"]["schedulingGates"] == [{"name": keys.GATE}]
@@ -82,9 +82,9 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
     webhook = running.pid("webhook")
     train, shape = project.name("train"), project.name("shape")
     project.create(
-        make_team(project.team, users=["alice"]),
-        make_queue(train, teams=[project.team], max_running=HOLD),
-        make_preset(shape).requests(cpu="1").obj(),
+        MakeTeam(project.team).members(users=["alice"]).obj(),
+        MakeQueue(train).priority(10).access(teams=[project.team]).max_running(HOLD).obj(),
+        MakePreset(shape).requests(cpu="1").obj(),
     )
     project.opt_in(default_queue=train, default_presets=[shape])
     alice = project.user("alice")
@@ -95,10 +95,11 @@ def test_a_changed_queue_or_preset_is_used_by_the_next_admission_without_a_resta
         return str(out["spec"]["containers"][0]["resources"]["requests"]["cpu"])
 
     assert cpu_of_next_pod() == "1"
-    project.create(make_preset(shape).requests(cpu="3").obj())
+    project.create(MakePreset(shape).requests(cpu="3").obj())
     eventually(lambda: cpu_of_next_pod() == "3", "the changed preset in the next pod")
 
-    project.create(make_queue(train, users=["bob"], max_running=HOLD))  # no longer open to alice's team
+    # no longer open to alice's team
+    project.create(MakeQueue(train).priority(10).access(users=["bob"]).max_running(HOLD).obj())
 
     def refused() -> str | None:
         result = alice.cluster.kubectl("--as=alice", "-n", project.namespace, "create", "--dry-run=server",
@@ -134,7 +135,7 @@ def test_a_pod_that_a_later_webhook_ungates_is_refused_by_the_final_check(
     project: Project, tmp_path: Path
 ) -> None:
     train = project.name("train")
-    project.create(make_queue(train, max_running=HOLD))
+    project.create(MakeQueue(train).priority(10).access().max_running(HOLD).obj())
     project.opt_in(default_queue=train)
     files = issue(tmp_path, hosts=["127.0.0.1"])
     name = f"zz-ungate-{project.suffix}"  # webhooks are called in name order: after Sluicegate's

@@ -31,7 +31,8 @@ from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Pod, Submitter
 from policy.reviews import JOB, POD, Admit, Deny, MalformedReview, Operation, Request
-from tests.admission_builders import NOW, make_job, make_namespace, run
+from tests.admission_world import run, vision_ml
+from tests.builders import NOW, MakeJob, MakeNamespace
 from tests.property.pod_shapes import pods
 from tests.property.worlds import CREATORS, Creator, catalogs, creators, hostile_pods, namespaces
 
@@ -181,9 +182,9 @@ def test_a_job_never_passes_on_a_submitter_other_than_its_creator(
     creator: Creator, namespace: Namespace, catalog: Catalog, data: st.DataObject
 ) -> None:
     template = data.draw(hostile_pods(creator, namespace), "template")
-    job = make_job({k: template[k] for k in ("metadata", "spec")})
+    job = MakeJob({k: template[k] for k in ("metadata", "spec")}).obj()
     opted_in = data.draw(st.booleans(), "namespace opted in")
-    where = namespace if opted_in else make_namespace(team=None)
+    where = namespace if opted_in else MakeNamespace("vision-ml").model()
     request = Request(Operation.CREATE, JOB, creator.user, frozenset(creator.groups), job)
     decision = run(request, where, catalog)
     if not isinstance(decision, Admit):
@@ -262,7 +263,8 @@ def test_admission_answers_every_shape_with_a_decision_or_its_own_error(
         request = create_as(pod, creator)
     elif what == "job":
         template = {k: pod[k] for k in ("metadata", "spec") if k in pod}
-        request = Request(Operation.CREATE, JOB, creator.user, frozenset(creator.groups), make_job(template))
+        job = MakeJob(template).obj()
+        request = Request(Operation.CREATE, JOB, creator.user, frozenset(creator.groups), job)
     else:
         old = copy.deepcopy(pod)
         old["spec"] = (
@@ -272,7 +274,7 @@ def test_admission_answers_every_shape_with_a_decision_or_its_own_error(
         )
         request = Request(Operation.UPDATE, POD, creator.user, frozenset(creator.groups), pod, old)
     try:
-        decision = run(request, make_namespace(), catalog, may_release=True)
+        decision = run(request, vision_ml().model(), catalog, may_release=True)
     except MalformedReview:
         return
     assert isinstance(decision, Admit | Deny)

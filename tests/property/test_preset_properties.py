@@ -26,7 +26,8 @@ from policy.patching import apply, diff
 from policy.presets import CONTAINER_FIELDS, INJECTED, LIST_KEYS, POD_FIELDS, FieldKind, Preset
 from policy.reviews import Admit, Deny
 from policy.validating import problems
-from tests.admission_builders import NOW, create, make_namespace, run, vision_catalog
+from tests.admission_world import run, vision_catalog, vision_ml
+from tests.builders import NOW, create
 from tests.property.pod_shapes import inject, pods, preset_specs, presets
 
 # Enough examples to hit key collisions in every field; the suite stays within a few seconds.
@@ -180,7 +181,7 @@ def test_admitting_an_admitted_pod_again_changes_nothing(
             )
     if own:
         meta.setdefault("annotations", {})[keys.PRESETS_ANNOTATION] = ",".join(own)
-    namespace = make_namespace(default_presets=defaults)
+    namespace = vision_ml().default_presets(defaults).model()
     catalog = vision_catalog(presets=objects)
     first = run(create(pod), namespace, catalog)
     if isinstance(first, Deny):

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from certs.issuing import issue
 from policy.reviews import POD
 from process.certificates import server_context
-from tests.admission_builders import make_namespace, make_pod, vision_catalog
+from tests.admission_world import vision_catalog, vision_ml
+from tests.builders import MakePod
 from tests.webhook_builders import CONTROLLER, FixedSource, ServedApp, review
 from webhook.application import build_app
 from webhook.settings import Settings
@@ -28,7 +29,7 @@ from webhook.settings import Settings
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServedApp, ssl.SSLContext]]:
     files = issue(Path(tmp_path_factory.mktemp("tls")), hosts=["127.0.0.1"])
-    source = FixedSource(vision_catalog(), {"vision-ml": make_namespace(default_queue="vision-train")})
+    source = FixedSource(vision_catalog(), {"vision-ml": vision_ml().default_queue("vision-train").model()})
     app = build_app(Settings(controller=CONTROLLER, max_body_bytes=256 * 1024), source)
     client = ssl.create_default_context(cafile=str(files.ca_cert))
     with ServedApp(app, server_context(files.cert, files.key)) as server:
@@ -158,7 +159,8 @@ def test_after_everything_a_good_review_is_still_answered(served: tuple[ServedAp
     post(served, "/mutate", b"\xff" * 1000)
     status, too_big = post(served, "/mutate", b"x" * (5 * 1024 * 1024))
     assert (status, too_big["error"]) == (413, "the request body is larger than 262144 bytes")
-    status, answer = post(served, "/mutate", json.dumps(review(make_pod().gpus(1).obj(), kind=POD)).encode())
+    doc = review(MakePod.submitted().gpus(1).obj(), kind=POD)
+    status, answer = post(served, "/mutate", json.dumps(doc).encode())
     assert status == 200
     assert answer["response"]["allowed"] is True
     assert answer["response"]["patchType"] == "JSONPatch"

@@ -22,16 +22,8 @@ from policy import keys, marks
 from policy.catalog import Catalog
 from policy.model import Namespace
 from policy.pods import Submitter
-from tests.admission_builders import (
-    ARGO,
-    JOB_CONTROLLER,
-    NODE,
-    NODES,
-    NOW,
-    make_policy,
-    make_queue,
-    make_team,
-)
+from tests.admission_world import ARGO, JOB_CONTROLLER, NODE, NODES
+from tests.builders import NOW, MakePolicy, MakeQueue, MakeTeam
 from tests.property.pod_shapes import pods, preset_specs
 
 AMD = "amd.com/gpu"
@@ -83,9 +75,9 @@ def namespaces(draw: st.DrawFn) -> Namespace:
 
 def _queues() -> list[dict[str, Any]]:
     return [
-        make_queue("vision-train", teams=["vision"]),
-        make_queue("prod-train", teams=["prod"], groups=["sre"]),
-        make_queue("open"),
+        MakeQueue("vision-train").priority(10).access(teams=["vision"]).obj(),
+        MakeQueue("prod-train").priority(10).access(teams=["prod"], groups=["sre"]).obj(),
+        MakeQueue("open").priority(10).access().obj(),
         {"metadata": {"name": "broken-queue"}, "spec": {"maxRunning": -1}},
         {"metadata": {"name": "huge-queue"}, "spec": {"quota": {keys.GPU_RESOURCE: "1e999999"}}},
     ]
@@ -93,11 +85,11 @@ def _queues() -> list[dict[str, Any]]:
 
 POLICIES: tuple[dict[str, Any] | None, ...] = (
     None,
-    make_policy(),
-    make_policy(managedResources=[keys.GPU_RESOURCE, AMD, MIG], defaultQueue="open"),
-    make_policy(trustedControllers=[JOB_CONTROLLER, ARGO, keys.CONTROLLER_MANAGER]),
-    make_policy(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning="many"),  # broken
-    make_policy(quota={AMD: "1e999999"}),  # broken: a quota too large to hold
+    MakePolicy().obj(),
+    MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD, MIG], defaultQueue="open").obj(),
+    MakePolicy().set(trustedControllers=[JOB_CONTROLLER, ARGO, keys.CONTROLLER_MANAGER]).obj(),
+    MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning="many").obj(),  # broken
+    MakePolicy().set(quota={AMD: "1e999999"}).obj(),  # broken: a quota too large to hold
 )
 
 
@@ -121,13 +113,13 @@ def catalogs(draw: st.DrawFn) -> Catalog:
     vision = draw(
         st.sampled_from(
             [
-                make_team("vision", users=["alice"], groups=["vision-devs"]),
-                make_team("vision"),
+                MakeTeam("vision").members(users=["alice"], groups=["vision-devs"]).obj(),
+                MakeTeam("vision").members().obj(),
                 {"metadata": {"name": "vision"}, "spec": {"members": {"users": "alice"}}},  # broken
             ]
         )
     )
-    teams = [vision, make_team("prod", users=["pat"])]
+    teams = [vision, MakeTeam("prod").members(users=["pat"]).obj()]
     previous = draw(st.sampled_from([None, *POLICIES[1:4]]))
     before = None if previous is None else Catalog.from_objects(policy=previous)
     return Catalog.from_objects(

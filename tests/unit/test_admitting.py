@@ -1,8 +1,6 @@
 """Admission of pods: which pods are managed, what they become, and who may use which queue.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_builders``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -17,23 +15,9 @@ from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import Admit
-from tests.admission_builders import (
-    STAMP,
-    PodBuilder,
-    admit,
-    admitted,
-    create,
-    make_namespace,
-    make_pod,
-    make_policy,
-    make_queue,
-    make_team,
-    run,
-    vision_catalog,
-)
+from tests.admission_world import CATALOG, NS, admit, admitted, run, vision_catalog, vision_ml
+from tests.builders import STAMP, MakeNamespace, MakePod, MakePolicy, MakeQueue, MakeTeam, create
 
-NS = make_namespace()
-CATALOG = vision_catalog()
 ALICE = Submitter("alice").to_annotation()
 GATE = [{"name": keys.GATE}]
 
@@ -45,71 +29,73 @@ GATE = [{"name": keys.GATE}]
     ("pod", "namespace", "catalog", "managed"),
     [
         pytest.param(
-            make_pod().requests(cpu="2"),
+            MakePod.submitted().requests(cpu="2"),
             NS,
             CATALOG,
             False,
             id="a CPU-only pod is none of Sluicegate's business",
         ),
         pytest.param(
-            make_pod().gpus(1).queue("vision-train"),
-            make_namespace(team=None),
+            MakePod.submitted().gpus(1).queue("vision-train"),
+            MakeNamespace("vision-ml").model(),
             CATALOG,
             False,
             id="a GPU pod in a namespace without a team label is left alone",
         ),
         pytest.param(
-            make_pod().gpus(1),
-            make_namespace(default_queue="vision-train"),
+            MakePod.submitted().gpus(1),
+            vision_ml().default_queue("vision-train").model(),
             CATALOG,
             True,
             id="a pod asking for a GPU is gated",
         ),
         pytest.param(
-            make_pod().gpus(0), NS, CATALOG, False, id="asking for zero GPUs is not asking for a GPU"
+            MakePod.submitted().gpus(0), NS, CATALOG, False, id="asking for zero GPUs is not asking for a GPU"
         ),
         pytest.param(
-            make_pod().spec(
-                "initContainers", [{"name": "warm", "resources": {"limits": {keys.GPU_RESOURCE: "1"}}}]
+            MakePod.submitted().spec(
+                initContainers=[{"name": "warm", "resources": {"limits": {keys.GPU_RESOURCE: "1"}}}]
             ),
-            make_namespace(default_queue="vision-train"),
+            vision_ml().default_queue("vision-train").model(),
             CATALOG,
             True,
             id="a GPU asked for by an init container counts",
         ),
         pytest.param(
-            make_pod().queue("vision-train"),
+            MakePod.submitted().queue("vision-train"),
             NS,
             CATALOG,
             True,
             id="a pod naming a queue is gated even without a GPU",
         ),
-        pytest.param(make_pod().queue(""), NS, CATALOG, False, id="an empty queue label names no queue"),
-        pytest.param(make_pod().presets("single-gpu"), NS, CATALOG, True, id="a pod naming presets is gated"),
+        pytest.param(MakePod.submitted().queue(""), NS, CATALOG, False,
+                     id="an empty queue label names no queue"),
+        pytest.param(MakePod.submitted().presets("single-gpu"), NS, CATALOG, True,
+                     id="a pod naming presets is gated"),
         pytest.param(
-            make_pod().gpus(1, "amd.com/gpu"),
-            make_namespace(default_queue="vision-train"),
+            MakePod.submitted().gpus(1, "amd.com/gpu"),
+            vision_ml().default_queue("vision-train").model(),
             CATALOG,
             False,
             id="an AMD GPU is not managed by default",
         ),
         pytest.param(
-            make_pod().gpus(1, "amd.com/gpu"),
-            make_namespace(default_queue="vision-train"),
-            vision_catalog(policy=make_policy(managedResources=["nvidia.com/gpu", "amd.com/gpu"])),
+            MakePod.submitted().gpus(1, "amd.com/gpu"),
+            vision_ml().default_queue("vision-train").model(),
+            vision_catalog(policy=MakePolicy().set(managedResources=["nvidia.com/gpu", "amd.com/gpu"]).obj()),
             True,
             id="an AMD GPU is managed once the Policy lists it",
         ),
         pytest.param(
-            make_pod().gpus(1),
-            make_namespace(default_presets=["single-gpu"]),
+            MakePod.submitted().gpus(1),
+            vision_ml().default_presets(["single-gpu"]).model(),
             CATALOG,
             True,
             id="a GPU pod takes the namespace's default presets and their queue",
         ),
         pytest.param(
-            make_pod(),
-            make_namespace(default_presets=["single-gpu"]),
+            MakePod.submitted(),
+            vision_ml().default_presets(["single-gpu"]).model(),
             CATALOG,
             False,
             id="default presets alone do not make a pod managed",
@@ -117,7 +103,7 @@ GATE = [{"name": keys.GATE}]
     ],
 )
 def test_which_pods_are_managed(
-    pod: PodBuilder, namespace: Namespace, catalog: Catalog, managed: bool
+    pod: MakePod, namespace: Namespace, catalog: Catalog, managed: bool
 ) -> None:
     result, decision = admit(pod.obj(), namespace, catalog)
     if managed:
@@ -131,7 +117,7 @@ def test_which_pods_are_managed(
 
 
 def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> None:
-    pod = make_pod().queue("vision-train").gpus(1).obj()
+    pod = MakePod.submitted().queue("vision-train").gpus(1).obj()
     decision = run(create(pod))
     assert decision == Admit(
         (
@@ -145,13 +131,14 @@ def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> 
         )
     )
     assert isinstance(decision, Admit)
-    expected = make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1).submitter("alice")
+    expected = (MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1)
+                .submitter("alice"))
     assert apply(pod, decision.patch) == expected.stamped().gated().obj()
 
 
 def test_a_pod_without_labels_gets_the_whole_map_and_its_other_gates_stay() -> None:
-    pod = make_pod().gpus(1).spec("schedulingGates", [{"name": "other.io/hold"}]).obj()
-    decision = run(create(pod), make_namespace(default_queue="vision-train"))
+    pod = MakePod.submitted().gpus(1).spec(schedulingGates=[{"name": "other.io/hold"}]).obj()
+    decision = run(create(pod), vision_ml().default_queue("vision-train").model())
     assert isinstance(decision, Admit)
     assert decision.patch[0] == {
         "op": "add",
@@ -167,7 +154,7 @@ def test_a_pod_without_labels_gets_the_whole_map_and_its_other_gates_stay() -> N
 
 
 def test_the_submitter_keeps_the_users_groups() -> None:
-    pod = admitted(make_pod().queue("vision-train").obj(), NS, CATALOG, "dave", "vision-devs", "all")
+    pod = admitted(MakePod.submitted().queue("vision-train").obj(), NS, CATALOG, "dave", "vision-devs", "all")
     stamped = Submitter.from_annotation(pod["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION])
     assert stamped == Submitter("dave", frozenset({"vision-devs", "all"}))
 
@@ -176,37 +163,37 @@ def test_the_submitter_keeps_the_users_groups() -> None:
     ("pod", "namespace", "catalog", "queue"),
     [
         pytest.param(
-            make_pod().queue("vision-interactive").presets("single-gpu"),
-            make_namespace(default_queue="vision-train"),
+            MakePod.submitted().queue("vision-interactive").presets("single-gpu"),
+            vision_ml().default_queue("vision-train").model(),
             CATALOG,
             "vision-interactive",
             id="the pod's label beats every default",
         ),
         pytest.param(
-            make_pod().presets("sweep", "single-gpu"),
-            make_namespace(default_queue="vision-interactive"),
+            MakePod.submitted().presets("sweep", "single-gpu"),
+            vision_ml().default_queue("vision-interactive").model(),
             CATALOG,
             "vision-train",
             id="the first applied preset that names a queue beats the namespace",
         ),
         pytest.param(
-            make_pod().gpus(1),
-            make_namespace(default_queue="vision-interactive"),
-            vision_catalog(policy=make_policy(defaultQueue="vision-train")),
+            MakePod.submitted().gpus(1),
+            vision_ml().default_queue("vision-interactive").model(),
+            vision_catalog(policy=MakePolicy().set(defaultQueue="vision-train").obj()),
             "vision-interactive",
             id="the namespace's default beats the Policy's",
         ),
         pytest.param(
-            make_pod().gpus(1),
+            MakePod.submitted().gpus(1),
             NS,
-            vision_catalog(policy=make_policy(defaultQueue="vision-train")),
+            vision_catalog(policy=MakePolicy().set(defaultQueue="vision-train").obj()),
             "vision-train",
             id="the Policy's default applies last",
         ),
     ],
 )
 def test_where_the_queue_comes_from(
-    pod: PodBuilder, namespace: Namespace, catalog: Catalog, queue: str
+    pod: MakePod, namespace: Namespace, catalog: Catalog, queue: str
 ) -> None:
     assert admitted(pod.obj(), namespace, catalog)["metadata"]["labels"][keys.QUEUE_LABEL] == queue
 
@@ -228,15 +215,17 @@ def test_where_the_queue_comes_from(
             (),
             "vision-train",
             NS,
-            vision_catalog(teams=[make_team("vision")]),
+            vision_catalog(teams=[MakeTeam("vision").members().obj()]),
             id="a team without members counts everyone in its namespaces",
         ),
         pytest.param(
             "carol",
             (),
             "robotics-train",
-            make_namespace("robotics-ml", "robotics"),
-            vision_catalog(queues=[make_queue("robotics-train", teams=["robotics"])]),
+            MakeNamespace("robotics-ml").team("robotics").model(),
+            vision_catalog(
+                queues=[MakeQueue("robotics-train").priority(10).access(teams=["robotics"]).obj()]
+            ),
             id="a namespace's team with no Team object counts everyone in the namespace",
         ),
         pytest.param(
@@ -244,7 +233,7 @@ def test_where_the_queue_comes_from(
             (),
             "shared",
             NS,
-            vision_catalog(queues=[make_queue("shared")]),
+            vision_catalog(queues=[MakeQueue("shared").priority(10).access().obj()]),
             id="a queue with no access list is open to all",
         ),
     ],
@@ -252,7 +241,7 @@ def test_where_the_queue_comes_from(
 def test_who_may_use_a_queue(
     user: str, groups: tuple[str, ...], queue: str, namespace: Namespace, catalog: Catalog
 ) -> None:
-    pod = admitted(make_pod().queue(queue).obj(), namespace, catalog, user, *groups)
+    pod = admitted(MakePod.submitted().queue(queue).obj(), namespace, catalog, user, *groups)
     assert pod["metadata"]["labels"][keys.QUEUE_LABEL] == queue
 
 
@@ -263,21 +252,22 @@ def test_who_may_use_a_queue(
     "pod",
     [
         pytest.param(
-            make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision"),
+            MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision"),
             id="a team label equal to the namespace's",
         ),
-        pytest.param(make_pod().queue("vision-train").submitter("alice"), id="the user's own submitter"),
+        pytest.param(MakePod.submitted().queue("vision-train").submitter("alice"),
+                     id="the user's own submitter"),
         pytest.param(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .presets("connections")
             .annotation(keys.APPLIED_PRESETS_ANNOTATION, "connections"),
             id="the presets that are applied",
         ),
-        pytest.param(make_pod().queue("vision-train").gated(), id="the gate itself"),
+        pytest.param(MakePod.submitted().queue("vision-train").gated(), id="the gate itself"),
     ],
 )
-def test_a_value_identical_to_sluicegates_own_is_accepted(pod: PodBuilder) -> None:
+def test_a_value_identical_to_sluicegates_own_is_accepted(pod: MakePod) -> None:
     assert isinstance(run(create(pod.obj())), Admit)
 
 
@@ -287,25 +277,28 @@ def test_a_value_identical_to_sluicegates_own_is_accepted(pod: PodBuilder) -> No
 @pytest.mark.parametrize(
     ("pod", "namespace"),
     [
-        pytest.param(make_pod().queue("vision-train").gpus(1), NS, id="a plain GPU pod"),
+        pytest.param(MakePod.submitted().queue("vision-train").gpus(1), NS, id="a plain GPU pod"),
         pytest.param(
-            make_pod().gpus(2), make_namespace(default_queue="vision-train"), id="a defaulted queue"
+            MakePod.submitted().gpus(2), vision_ml().default_queue("vision-train").model(),
+                     id="a defaulted queue"
         ),
-        pytest.param(make_pod().presets("single-gpu", "connections").env("MODE", "x"), NS, id="two presets"),
+        pytest.param(MakePod.submitted().presets("single-gpu", "connections").env("MODE", "x"), NS,
+                     id="two presets"),
         pytest.param(
-            make_pod().presets("single-gpu"),
-            make_namespace(default_presets=["connections", "sweep"]),
+            MakePod.submitted().presets("single-gpu"),
+            vision_ml().default_presets(["connections", "sweep"]).model(),
             id="namespace default presets",
         ),
         pytest.param(
-            make_pod().queue("vision-train").workflow("w1").presets("sweep"),
+            MakePod.submitted().queue("vision-train").workflow("w1").presets("sweep"),
             NS,
             id="a workflow limit from a preset",
         ),
-        pytest.param(make_pod().queue("vision-train").group("ring", 4).gated(), NS, id="a pod group"),
+        pytest.param(MakePod.submitted().queue("vision-train").group("ring", 4).gated(), NS,
+                     id="a pod group"),
         pytest.param(
-            make_pod()
-            .container("sidecar")
+            MakePod.submitted()
+            .container("sidecar", image="sidecar:1")
             .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "sidecar")
             .presets("single-gpu"),
             NS,
@@ -313,12 +306,12 @@ def test_a_value_identical_to_sluicegates_own_is_accepted(pod: PodBuilder) -> No
         ),
     ],
 )
-def test_admitting_an_admitted_pod_again_changes_nothing(pod: PodBuilder, namespace: Namespace) -> None:
+def test_admitting_an_admitted_pod_again_changes_nothing(pod: MakePod, namespace: Namespace) -> None:
     once = admitted(pod.obj(), namespace)
     _, again = admit(once, namespace)
     assert again.patch == ()
 
 
 def test_subresource_requests_are_not_judged() -> None:
-    request = create(make_pod().queue("prod-train").obj())
+    request = create(MakePod.submitted().queue("prod-train").obj())
     assert run(replace(request, subresource="status")) == Admit()

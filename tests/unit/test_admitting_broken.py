@@ -1,8 +1,6 @@
 """Broken objects and broken requests: admission fails closed, never open, and never crashes.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's (see ``tests.admission_builders``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -20,27 +18,22 @@ from policy.pods import Pod, pod_requests
 from policy.quantities import MAX_MILLI
 from policy.reviews import POD, AdmissionRequest, Admit, Deny, MalformedReview, Operation, Request
 from policy.workloads import build_workloads
-from tests.admission_builders import (
-    PodBuilder,
-    admit,
-    admitted,
+from tests.admission_world import admit, admitted, run, vision_catalog, vision_ml
+from tests.builders import (
+    MakeJob,
+    MakePod,
+    MakePolicy,
+    MakePreset,
+    MakeTeam,
     create,
     create_job,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_policy,
-    make_preset,
-    make_team,
-    run,
-    vision_catalog,
 )
 
-NS = make_namespace(default_queue="vision-train")
+NS = vision_ml().default_queue("vision-train").model()
 AMD = "amd.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"
-GOOD = vision_catalog(policy=make_policy(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning=4))
-BROKEN_POLICY = make_policy(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning="four")
+GOOD = vision_catalog(policy=MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning=4).obj())
+BROKEN_POLICY = MakePolicy().set(managedResources=[keys.GPU_RESOURCE, AMD], maxRunning="four").obj()
 BROKEN_FIELD = "Policy cluster: spec.maxRunning: expected a whole number, got 'four'"
 CLOSED = (
     "Sluicegate admits no pods that use GPUs, queues or presets until its Policy is fixed "
@@ -55,7 +48,7 @@ def test_a_broken_policy_keeps_the_last_valid_one_in_force() -> None:
     catalog = vision_catalog(policy=BROKEN_POLICY, previous=GOOD)
     assert catalog.policy == GOOD.policy
     assert catalog.problem("Policy", "cluster") == BROKEN_FIELD
-    pod, decision = admit(make_pod().gpus(1, AMD).obj(), NS, catalog)
+    pod, decision = admit(MakePod.submitted().gpus(1, AMD).obj(), NS, catalog)
     assert pod["spec"]["schedulingGates"] == [{"name": keys.GATE}]
     assert decision.warnings == (
         f"the Policy is invalid and the last valid one stays in force: {BROKEN_FIELD}",
@@ -67,35 +60,39 @@ def test_the_last_valid_policy_outlives_any_number_of_broken_ones_until_one_pars
         policy=BROKEN_POLICY, previous=vision_catalog(policy=BROKEN_POLICY, previous=GOOD)
     )
     assert broken_twice.policy == GOOD.policy and broken_twice.closed is None
-    fixed = vision_catalog(policy=make_policy(maxRunning=9), previous=broken_twice)
+    fixed = vision_catalog(policy=MakePolicy().set(maxRunning=9).obj(), previous=broken_twice)
     assert fixed.policy.max_running == 9 and fixed.invalid == {}
 
 
 @pytest.mark.parametrize(
     ("pod", "outcome"),
     [
-        pytest.param(make_pod().gpus(1, AMD), Deny(CLOSED), id="an AMD GPU pod is refused, naming the field"),
+        pytest.param(MakePod.submitted().gpus(1, AMD), Deny(CLOSED),
+                     id="an AMD GPU pod is refused, naming the field"),
         pytest.param(
-            make_pod().gpus(1, MIG), Deny(CLOSED), id="a MIG slice is refused too: any extended resource"
+            MakePod.submitted().gpus(1, MIG), Deny(CLOSED),
+                     id="a MIG slice is refused too: any extended resource"
         ),
-        pytest.param(make_pod().gpus(1), Deny(CLOSED), id="so is an NVIDIA GPU pod"),
-        pytest.param(make_pod().queue("vision-train"), Deny(CLOSED), id="and a pod that names a queue"),
-        pytest.param(make_pod().requests(cpu="2"), Admit(), id="a CPU pod is none of Sluicegate's business"),
+        pytest.param(MakePod.submitted().gpus(1), Deny(CLOSED), id="so is an NVIDIA GPU pod"),
+        pytest.param(MakePod.submitted().queue("vision-train"), Deny(CLOSED),
+                     id="and a pod that names a queue"),
+        pytest.param(MakePod.submitted().requests(cpu="2"), Admit(),
+                     id="a CPU pod is none of Sluicegate's business"),
     ],
 )
-def test_with_no_valid_policy_known_managed_work_is_refused(pod: PodBuilder, outcome: Admit | Deny) -> None:
+def test_with_no_valid_policy_known_managed_work_is_refused(pod: MakePod, outcome: Admit | Deny) -> None:
     catalog = vision_catalog(policy=BROKEN_POLICY)
     assert catalog.closed == BROKEN_FIELD
     assert run(create(pod.obj()), NS, catalog) == outcome
 
 
 def test_with_no_valid_policy_known_a_gpu_job_is_refused_at_once() -> None:
-    job = make_job(make_pod().gpus(1, AMD).template())
+    job = MakeJob(MakePod.submitted().gpus(1, AMD).template()).obj()
     assert run(create_job(job), NS, vision_catalog(policy=BROKEN_POLICY)) == Deny(CLOSED)
 
 
 def test_with_no_valid_policy_known_dispatch_releases_nothing() -> None:
-    pod = Pod.parse(admitted(make_pod().queue("vision-train").gpus(1).obj()))
+    pod = Pod.parse(admitted(MakePod.submitted().queue("vision-train").gpus(1).obj()))
     catalog = vision_catalog(policy=BROKEN_POLICY)
     snapshot = Snapshot(dict(catalog.queues), dict(catalog.teams), catalog.policy, build_workloads([pod]))
     assert dispatch(snapshot).release == ()
@@ -126,15 +123,17 @@ BROKEN_VISION = {"metadata": {"name": "vision"}, "spec": {"members": {"users": "
 )
 def test_a_broken_team_admits_no_one_by_membership(user: str, message: str) -> None:
     catalog = vision_catalog(teams=[BROKEN_VISION])
-    assert run(create(make_pod().queue("vision-train").obj(), user), make_namespace(), catalog) == Deny(
+    assert run(create(MakePod.submitted().queue("vision-train").obj(), user), vision_ml().model(),
+               catalog) == Deny(
         message
     )
 
 
 def test_a_team_without_members_still_counts_everyone_in_its_namespaces() -> None:
-    catalog = vision_catalog(teams=[make_team("vision")])
+    catalog = vision_catalog(teams=[MakeTeam("vision").members().obj()])
     assert isinstance(
-        run(create(make_pod().queue("vision-train").obj(), "carol"), make_namespace(), catalog), Admit
+        run(create(MakePod.submitted().queue("vision-train").obj(), "carol"), vision_ml().model(), catalog),
+                      Admit
     )
 
 
@@ -153,8 +152,8 @@ def test_objects_with_quantities_too_large_to_hold_are_capped_not_fatal() -> Non
     catalog = vision_catalog(
         queues=[huge_quota("huge")],
         teams=[huge_quota("prod")],
-        presets=[make_preset("huge-gpu").requests(gpu=HUGE).obj()],
-        policy=make_policy(quota={keys.GPU_RESOURCE: HUGE}),
+        presets=[MakePreset("huge-gpu").requests(gpu=HUGE).obj()],
+        policy=MakePolicy().set(quota={keys.GPU_RESOURCE: HUGE}).obj(),
     )
     assert dict(catalog.invalid) == {}
     assert catalog.queues["huge"].quota[keys.GPU_RESOURCE] == MAX_MILLI
@@ -164,15 +163,15 @@ def test_objects_with_quantities_too_large_to_hold_are_capped_not_fatal() -> Non
 
 def test_a_pod_naming_a_queue_with_a_huge_quota_is_admitted_gated() -> None:
     catalog = vision_catalog(queues=[huge_quota("huge")])
-    decision = run(create(make_pod().queue("huge").obj()), make_namespace(), catalog)
+    decision = run(create(MakePod.submitted().queue("huge").obj()), vision_ml().model(), catalog)
     assert isinstance(decision, Admit)
-    assert apply(make_pod().queue("huge").obj(), decision.patch)["spec"]["schedulingGates"] == [
+    assert apply(MakePod.submitted().queue("huge").obj(), decision.patch)["spec"]["schedulingGates"] == [
         {"name": keys.GATE}
     ]
 
 
 def test_a_pod_asking_for_more_gpus_than_can_be_held_waits_gated_at_the_cap() -> None:
-    pod = make_pod().queue("vision-train")
+    pod = MakePod.submitted().queue("vision-train")
     asking = pod.main("resources", {"limits": {keys.GPU_RESOURCE: HUGE}}).obj()
     decision = run(create(asking))
     assert isinstance(decision, Admit)
@@ -221,7 +220,7 @@ def test_a_malformed_envelope_is_the_policys_own_error(raw: Any, message: str) -
 
 
 def pod_with(**fields: Any) -> dict[str, Any]:
-    pod = make_pod().queue("vision-train").obj()
+    pod = MakePod.submitted().queue("vision-train").obj()
     for path, value in fields.items():
         node = pod
         *steps, last = path.split("__")
@@ -286,7 +285,7 @@ def test_a_pod_of_a_shape_no_api_server_sends_is_the_policys_own_error(
 
 
 def test_a_job_whose_template_has_an_odd_shape_is_the_policys_own_error() -> None:
-    job = make_job(make_pod().template())
+    job = MakeJob(MakePod.submitted().template()).obj()
     job["spec"]["template"]["spec"]["containers"][0]["resources"] = "lots"
     with pytest.raises(MalformedReview) as caught:
         run(create_job(job))
@@ -297,7 +296,7 @@ def test_a_job_whose_template_has_an_odd_shape_is_the_policys_own_error() -> Non
 
 
 def test_an_update_whose_old_object_has_an_odd_shape_is_the_policys_own_error() -> None:
-    request = Request(Operation.UPDATE, POD, "alice", frozenset(), make_pod().obj(), {"spec": []})
+    request = Request(Operation.UPDATE, POD, "alice", frozenset(), MakePod.submitted().obj(), {"spec": []})
     with pytest.raises(MalformedReview) as caught:
         run(request)
     assert str(caught.value) == "oldObject.spec: expected an object, got []"
@@ -325,10 +324,10 @@ def test_a_subresource_is_not_read_at_all() -> None:
     ],
 )
 def test_a_queue_the_namespace_may_not_use_is_refused_alike_whether_or_not_it_exists(queue: str) -> None:
-    namespace = make_namespace(allowed_queues=["vision-train"])
+    namespace = vision_ml().allowed_queues(["vision-train"]).model()
     catalog = vision_catalog(
         queues=[{"metadata": {"name": "broken"}, "spec": {"quota": {"cpu": "secret-x"}}}]
     )
-    assert run(create(make_pod().queue(queue).obj()), namespace, catalog) == Deny(
+    assert run(create(MakePod.submitted().queue(queue).obj()), namespace, catalog) == Deny(
         f'queue "{queue}" is not allowed in namespace vision-ml; this namespace may use: vision-train'
     )

@@ -13,23 +13,17 @@ from typing import Any
 
 from policy import keys
 from policy.reviews import JOB, Admit, Deny, Request
-from tests.admission_builders import (
+from tests.admission_world import (
     JOB_CONTROLLER,
     SLUICEGATE,
-    STAMP,
     admitted,
-    create,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_policy,
     run,
-    update,
     vision_catalog,
     written_by_sluicegate,
 )
+from tests.builders import STAMP, MakeJob, MakeNamespace, MakePod, MakePolicy, create, update
 
-SCRATCH = make_namespace("scratch", team=None)
+SCRATCH = MakeNamespace("scratch").model()
 CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
 
 
@@ -43,17 +37,17 @@ def in_scratch(request: Request) -> Admit | Deny:
 def test_a_pod_forged_with_admissions_marks_before_its_namespace_opts_in_is_refused() -> None:
     """The attack: gated, queue and team labels and an admission stamp written by hand while the
     namespace is not opted in, hoping the controller counts or releases it after the opt-in."""
-    forged = (make_pod(namespace="scratch").queue("vision-train").label(keys.TEAM_LABEL, "vision")
+    forged = (MakePod.submitted(namespace="scratch").queue("vision-train").label(keys.TEAM_LABEL, "vision")
               .stamped().gated().gpus(4))
     assert in_scratch(create(forged.obj())) == Deny(written_by_sluicegate("label", keys.TEAM_LABEL))
 
-    stamp_only = make_pod(namespace="scratch").queue("vision-train").stamped().gpus(4)
+    stamp_only = MakePod.submitted(namespace="scratch").queue("vision-train").stamped().gpus(4)
     assert in_scratch(create(stamp_only.obj())) == Deny(
         written_by_sluicegate("annotation", keys.ADMITTED_AT_ANNOTATION))
 
 
 def test_a_gate_written_by_hand_in_a_namespace_not_opted_in_is_refused() -> None:
-    decision = in_scratch(create(make_pod(namespace="scratch").gated().gpus(1).obj()))
+    decision = in_scratch(create(MakePod.submitted(namespace="scratch").gated().gpus(1).obj()))
     assert isinstance(decision, Deny)
     assert decision.message.startswith(
         f"scheduling gate {keys.GATE} cannot be set by users: Sluicegate adds its gate itself")
@@ -61,12 +55,12 @@ def test_a_gate_written_by_hand_in_a_namespace_not_opted_in_is_refused() -> None
 
 def test_a_pod_with_only_the_keys_users_may_write_is_left_alone_where_sluicegate_does_not_manage() -> None:
     """Until the namespace opts in, a queue label is inert: no gate, no stamp, no refusal."""
-    pod = make_pod(namespace="scratch").queue("vision-train").workflow("sweep", 3).gpus(1)
+    pod = MakePod.submitted(namespace="scratch").queue("vision-train").workflow("sweep", 3).gpus(1)
     assert in_scratch(create(pod.obj())) == Admit()
 
 
 def test_a_jobs_pod_in_a_namespace_not_opted_in_keeps_the_stamp_of_a_trusted_job_controller() -> None:
-    pod = make_pod(namespace="scratch").owned_by(JOB).submitter("alice", "vision-devs").gpus(1)
+    pod = MakePod.submitted(namespace="scratch").owned_by(JOB).submitter("alice", "vision-devs").gpus(1)
     assert in_scratch(create(pod.obj(), JOB_CONTROLLER)) == Admit()
     assert in_scratch(create(pod.obj(), "mallory")) == Deny(
         written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION))
@@ -74,13 +68,14 @@ def test_a_jobs_pod_in_a_namespace_not_opted_in_keeps_the_stamp_of_a_trusted_job
 
 def test_an_unmanaged_pod_carrying_sluicegates_gate_is_refused_rather_than_gated_forever() -> None:
     """A CPU pod names no queue and asks for no GPU: nothing would ever remove the gate."""
-    decision = run(create(make_pod().requests(cpu="1").gated().obj()))
+    decision = run(create(MakePod.submitted().requests(cpu="1").gated().obj()))
     assert isinstance(decision, Deny)
     assert "so nothing would ever remove it" in decision.message
 
 
 def test_a_gate_of_sluicegates_name_other_than_its_own_is_refused_on_a_managed_pod() -> None:
-    pod = make_pod().queue("vision-train").gpus(1).spec("schedulingGates", [{"name": "sluicegate.dev/later"}])
+    pod = (MakePod.submitted().queue("vision-train").gpus(1)
+           .spec(schedulingGates=[{"name": "sluicegate.dev/later"}]))
     assert run(create(pod.obj())) == Deny(
         "scheduling gate sluicegate.dev/later cannot be set by users: the only one Sluicegate "
         f"uses is {keys.GATE}")
@@ -94,8 +89,8 @@ def _status(old: dict[str, Any], new: dict[str, Any], user: str) -> Request:
 
 
 def test_moving_a_gated_pod_to_another_queue_through_pods_status_is_refused_as_through_pods() -> None:
-    pod = admitted(make_pod().queue("vision-train").gpus(1).obj())
-    moved = admitted(make_pod().queue("vision-train").gpus(1).obj())
+    pod = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
+    moved = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
     moved["metadata"]["labels"][keys.QUEUE_LABEL] = "vision-interactive"
 
     decision = run(_status(pod, moved, "system:serviceaccount:ops:operator"))
@@ -105,10 +100,10 @@ def test_moving_a_gated_pod_to_another_queue_through_pods_status_is_refused_as_t
 
 
 def test_a_status_update_that_leaves_sluicegates_keys_alone_is_admitted() -> None:
-    pod = admitted(make_pod().queue("vision-train").gpus(1).obj())
+    pod = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
     running = {**pod, "status": {"phase": "Running"}}
     assert run(_status(pod, running, "system:node:gpu-node-1")) == Admit()
-    relabelled = admitted(make_pod().queue("vision-train").gpus(1).obj())
+    relabelled = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
     relabelled["metadata"]["annotations"][keys.DISPATCHED_AT_ANNOTATION] = STAMP
     assert run(_status(pod, relabelled, SLUICEGATE)) == Admit()
 
@@ -117,14 +112,15 @@ def test_a_status_update_that_leaves_sluicegates_keys_alone_is_admitted() -> Non
 
 
 def _stamped_job(user: str) -> dict[str, Any]:
-    return make_job(make_pod().queue("vision-train").submitter(user, "vision-devs").gpus(1).template())
+    pod = MakePod.submitted().queue("vision-train").submitter(user, "vision-devs").gpus(1)
+    return MakeJob(pod.template()).obj()
 
 
 def test_a_job_an_untrusted_cronjob_controller_creates_is_refused_naming_the_policy_field() -> None:
     job = _stamped_job("olga")
     job["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]
-    only_jobs = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER]))
+    only_jobs = vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER]).obj())
 
     decision = run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=only_jobs)
     assert isinstance(decision, Deny)
@@ -138,5 +134,6 @@ def test_with_the_cronjob_controller_trusted_its_jobs_carry_the_cronjobs_stamp()
     job = _stamped_job("olga")
     job["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]
-    catalog = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, CRONJOB_CONTROLLER]))
+    trusted = MakePolicy().set(trustedControllers=[JOB_CONTROLLER, CRONJOB_CONTROLLER])
+    catalog = vision_catalog(policy=trusted.obj())
     assert isinstance(run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=catalog), Admit)

@@ -1,8 +1,6 @@
 """Forged identities: mirror pods only nodes create, and stamps only the right controller carries.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's (see ``tests.admission_builders``). Mallory is nobody's member.
+They run in the vision world of ``tests.admission_world``, where Mallory is nobody's member.
 """
 
 from __future__ import annotations
@@ -15,35 +13,29 @@ from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import JOB, Admit, Deny, Request
-from tests.admission_builders import (
+from tests.admission_world import (
     ARGO,
+    CATALOG,
     JOB_CONTROLLER,
     NODE,
     NODES,
-    PodBuilder,
-    create,
-    create_job,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_policy,
+    NS,
     run,
     vision_catalog,
     written_by_sluicegate,
 )
+from tests.builders import MakeJob, MakeNamespace, MakePod, MakePolicy, create, create_job
 
-NS = make_namespace()
-CATALOG = vision_catalog()
 FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
 FORGED_MIRROR = (
     "annotation kubernetes.io/config.mirror marks a mirror pod, which only a node creates for a "
     "static pod it runs; remove the annotation"
 )
-TRUSTS_ARGO = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, ARGO]))
+TRUSTS_ARGO = vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER, ARGO]).obj())
 
 # A GPU pod dressed as a mirror pod: bound to a node, in a queue alice may not use, with a team
 # label of the team that owns that queue.
-DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL, "prod").mirror()
+DRESSED_AS_MIRROR = MakePod.submitted().gpus(8).queue("prod-train").label(keys.TEAM_LABEL, "prod").mirror()
 
 
 # --- 1. mirror pods -------------------------------------------------------------------------
@@ -53,7 +45,7 @@ DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL
     ("pod", "user", "groups", "outcome"),
     [
         pytest.param(
-            make_pod().gpus(8).mirror(),
+            MakePod.submitted().gpus(8).mirror(),
             NODE,
             (NODES,),
             Admit(),
@@ -71,7 +63,7 @@ DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL
             id="a node's mirror pod that carries a queue and a team is refused, not counted for them",
         ),
         pytest.param(
-            make_pod().gpus(8).mirror().stamped(),
+            MakePod.submitted().gpus(8).mirror().stamped(),
             NODE,
             (NODES,),
             Deny(
@@ -103,14 +95,14 @@ DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL
             id="a node's user name without the system:nodes group is no node",
         ),
         pytest.param(
-            make_pod().gpus(8).queue("prod-train").mirror("gpu-node-2"),
+            MakePod.submitted().gpus(8).queue("prod-train").mirror("gpu-node-2"),
             NODE,
             (NODES,),
             Deny(FORGED_MIRROR),
             id="a node creates mirror pods only for itself",
         ),
         pytest.param(
-            make_pod().requests(cpu="1").mirror(),
+            MakePod.submitted().requests(cpu="1").mirror(),
             "alice",
             (),
             Admit(),
@@ -119,7 +111,7 @@ DRESSED_AS_MIRROR = make_pod().gpus(8).queue("prod-train").label(keys.TEAM_LABEL
     ],
 )
 def test_only_a_node_creates_mirror_pods(
-    pod: PodBuilder, user: str, groups: tuple[str, ...], outcome: Admit | Deny
+    pod: MakePod, user: str, groups: tuple[str, ...], outcome: Admit | Deny
 ) -> None:
     assert run(create(pod.obj(), user, *groups)) == outcome
 
@@ -138,13 +130,13 @@ CLAIMS_A_JOB_OWNER = {
     ("submitted", "catalog"),
     [
         pytest.param(
-            create(make_pod().queue("vision-train").owned_by(JOB).submitter("pat").obj(), ARGO),
+            create(MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("pat").obj(), ARGO),
             TRUSTS_ARGO,
             id="a trusted Argo creating a pod that claims a Job owner cannot pass on a stamp",
         ),
         pytest.param(
             create_job(
-                make_job(make_pod().queue("prod-train").submitter("pat").template())
+                MakeJob(MakePod.submitted().queue("prod-train").submitter("pat").template()).obj()
                 | {"metadata": {"name": "train", "namespace": "vision-ml", **CLAIMS_A_JOB_OWNER}},
                 ARGO,
             ),
@@ -152,7 +144,8 @@ CLAIMS_A_JOB_OWNER = {
             id="a Job is judged as whoever creates it: a stamp on its own template never counts",
         ),
         pytest.param(
-            create_job(make_job(make_pod().queue("prod-train").submitter("pat").template()), JOB_CONTROLLER),
+            create_job(MakeJob(MakePod.submitted().queue("prod-train").submitter("pat").template()).obj(),
+                       JOB_CONTROLLER),
             CATALOG,
             id="not even when the Job controller itself creates the Job",
         ),
@@ -169,20 +162,20 @@ def test_a_claimed_owner_is_not_trusted(submitted: Request, catalog: Catalog) ->
     ("job", "namespace", "outcome"),
     [
         pytest.param(
-            make_job(make_pod().gpus(8).queue("prod-train").submitter("pat").template()),
-            make_namespace(team=None),
+            MakeJob(MakePod.submitted().gpus(8).queue("prod-train").submitter("pat").template()).obj(),
+            MakeNamespace("vision-ml").model(),
             Deny(FORGED_SUBMITTER),
             id="a Job stamped with someone else's name is refused in a namespace not yet opted in",
         ),
         pytest.param(
-            make_job(make_pod().gpus(8).submitter("alice").template()),
-            make_namespace(team=None),
+            MakeJob(MakePod.submitted().gpus(8).submitter("alice").template()).obj(),
+            MakeNamespace("vision-ml").model(),
             Admit(),
             id="the creator's own stamp there is accepted and nothing is added",
         ),
         pytest.param(
-            make_job(make_pod().gpus(8).template()),
-            make_namespace(team=None),
+            MakeJob(MakePod.submitted().gpus(8).template()).obj(),
+            MakeNamespace("vision-ml").model(),
             Admit(),
             id="an unstamped Job there is left alone",
         ),
@@ -194,9 +187,9 @@ def test_a_stamp_is_checked_in_every_namespace(
     assert run(create_job(job), namespace) == outcome
 
 
-def job_pod() -> PodBuilder:
+def job_pod() -> MakePod:
     """A GPU pod the Job controller creates for a Job."""
-    return make_pod().queue("vision-train").gpus(1).owned_by(JOB)
+    return MakePod.submitted().queue("vision-train").gpus(1).owned_by(JOB)
 
 
 @pytest.mark.parametrize(
@@ -231,7 +224,7 @@ def job_pod() -> PodBuilder:
     ],
 )
 def test_a_stamp_is_judged_against_the_owners_known_creator(
-    pod: PodBuilder, creator: Submitter, outcome: str
+    pod: MakePod, creator: Submitter, outcome: str
 ) -> None:
     decision = run(create(pod.obj(), JOB_CONTROLLER), NS, CATALOG, owner_creator=creator)
     if isinstance(decision, Deny):
@@ -243,7 +236,7 @@ def test_a_stamp_is_judged_against_the_owners_known_creator(
 
 
 def test_a_known_owner_creator_means_nothing_for_a_pod_a_user_creates_directly() -> None:
-    pod = make_pod().queue("vision-train").gpus(1).owned_by(JOB).obj()
+    pod = MakePod.submitted().queue("vision-train").gpus(1).owned_by(JOB).obj()
     decision = run(create(pod, "alice"), NS, CATALOG, owner_creator=Submitter("pat"))
     assert isinstance(decision, Admit)
     notes = apply(pod, decision.patch)["metadata"]["annotations"]

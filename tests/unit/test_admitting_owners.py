@@ -17,23 +17,18 @@ from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Submitter
 from policy.reviews import CRONJOB, JOB, Admit, Deny, Kind
-from tests.admission_builders import (
+from tests.admission_world import (
     ARGO,
+    CATALOG,
     JOB_CONTROLLER,
-    PodBuilder,
-    create,
-    create_job,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_policy,
+    NS,
     run,
     vision_catalog,
+    vision_ml,
     written_by_sluicegate,
 )
+from tests.builders import MakeJob, MakeNamespace, MakePod, MakePolicy, create, create_job
 
-NS = make_namespace()
-CATALOG = vision_catalog()
 ALICE = Submitter("alice").to_annotation()
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet")
 FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
@@ -46,29 +41,31 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
     ("pod", "creator", "catalog", "outcome"),
     [
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             JOB_CONTROLLER,
             CATALOG,
             "alice",
             id="the Job controller's pod is judged as the user who created the Job",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             ARGO,
-            vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER, ARGO])),
+            vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER, ARGO]).obj()),
             FORGED_SUBMITTER,
             id="a trusted controller that claims a Job owns its pod carries no stamp: only the Job "
             "controller creates Jobs' pods",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             "system:kube-controller-manager",
-            vision_catalog(policy=make_policy(trustedControllers=["system:kube-controller-manager"])),
+            vision_catalog(
+                policy=MakePolicy().set(trustedControllers=["system:kube-controller-manager"]).obj()
+            ),
             "alice",
             id="the controller manager running as itself creates Jobs' pods too, once trusted",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB),
+            MakePod.submitted().queue("vision-train").owned_by(JOB),
             JOB_CONTROLLER,
             CATALOG,
             'queue "vision-train" is not open to user system:serviceaccount:kube-system:job-controller '
@@ -77,16 +74,16 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             id="without a stamp the pod is judged as the controller itself",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             "mallory",
             CATALOG,
             FORGED_SUBMITTER,
             id="a user who writes a stamp themselves is refused",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB).submitter("alice"),
             JOB_CONTROLLER,
-            vision_catalog(policy=make_policy(trustedControllers=[])),
+            vision_catalog(policy=MakePolicy().set(trustedControllers=[]).obj()),
             "system:serviceaccount:kube-system:job-controller created this Pod for a Job whose "
             "template Sluicegate stamped (sluicegate.dev/submitter), but the Policy does not trust "
             "system:serviceaccount:kube-system:job-controller: a platform administrator adds it "
@@ -95,28 +92,29 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             "missing trust, not the user",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(REPLICA_SET).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(REPLICA_SET).submitter("alice"),
             JOB_CONTROLLER,
             CATALOG,
             FORGED_SUBMITTER,
             id="a stamp on a pod whose owner admission never saw is refused",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB, controller=False).submitter("alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB, controller=False).submitter("alice"),
             JOB_CONTROLLER,
             CATALOG,
             FORGED_SUBMITTER,
             id="only the controller owner counts, not any owner",
         ),
         pytest.param(
-            make_pod().queue("vision-train").owned_by(JOB).annotation(keys.SUBMITTER_ANNOTATION, "alice"),
+            MakePod.submitted().queue("vision-train").owned_by(JOB)
+            .annotation(keys.SUBMITTER_ANNOTATION, "alice"),
             JOB_CONTROLLER,
             CATALOG,
             FORGED_SUBMITTER,
             id="a stamp that is not a submitter is refused",
         ),
         pytest.param(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .owned_by(JOB)
             .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":"vision-devs"}'),
@@ -126,7 +124,7 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
             id="a stamp whose groups are not a list is refused, not read letter by letter",
         ),
         pytest.param(
-            make_pod().queue("prod-train").owned_by(JOB).submitter("alice"),
+            MakePod.submitted().queue("prod-train").owned_by(JOB).submitter("alice"),
             JOB_CONTROLLER,
             CATALOG,
             'queue "prod-train" is not open to user alice (team vision); '
@@ -135,7 +133,7 @@ FORGED_SUBMITTER = written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION
         ),
     ],
 )
-def test_whose_pod_it_is(pod: PodBuilder, creator: str, catalog: Catalog, outcome: str) -> None:
+def test_whose_pod_it_is(pod: MakePod, creator: str, catalog: Catalog, outcome: str) -> None:
     decision = run(create(pod.obj(), creator), NS, catalog)
     if isinstance(decision, Deny):
         assert decision.message == outcome
@@ -149,12 +147,12 @@ def test_whose_pod_it_is(pod: PodBuilder, creator: str, catalog: Catalog, outcom
 # --- Job CREATE -----------------------------------------------------------------------------
 
 
-def job_of(pod: PodBuilder) -> dict[str, Any]:
-    return make_job(pod.template())
+def job_of(pod: MakePod) -> dict[str, Any]:
+    return MakeJob(pod.template()).obj()
 
 
 def test_a_job_gets_its_template_stamped_and_nothing_else() -> None:
-    job = job_of(make_pod().queue("vision-train").presets("connections").gpus(1))
+    job = job_of(MakePod.submitted().queue("vision-train").presets("connections").gpus(1))
     decision = run(create_job(job))
     assert decision == Admit(
         (
@@ -168,9 +166,9 @@ def test_a_job_gets_its_template_stamped_and_nothing_else() -> None:
 
 
 def test_a_template_without_metadata_gets_it_whole() -> None:
-    job = job_of(make_pod().gpus(1))
+    job = job_of(MakePod.submitted().gpus(1))
     assert "metadata" not in job["spec"]["template"]
-    decision = run(create_job(job), make_namespace(default_queue="vision-train"))
+    decision = run(create_job(job), vision_ml().default_queue("vision-train").model())
     assert decision == Admit(
         (
             {
@@ -186,14 +184,14 @@ def test_a_template_without_metadata_gets_it_whole() -> None:
     ("pod", "namespace", "message"),
     [
         pytest.param(
-            make_pod().queue("prod-train").gpus(8),
+            MakePod.submitted().queue("prod-train").gpus(8),
             NS,
             'queue "prod-train" is not open to user alice (team vision); '
             "this namespace may use: vision-interactive, vision-train",
             id="kubectl apply of a Job fails at once when its queue is closed to the user",
         ),
         pytest.param(
-            make_pod().gpus(1),
+            MakePod.submitted().gpus(1),
             NS,
             "no queue for this pod: it has no label sluicegate.dev/queue, and neither its presets, "
             "namespace vision-ml nor the Policy name a default; "
@@ -201,26 +199,26 @@ def test_a_template_without_metadata_gets_it_whole() -> None:
             id="a Job whose pods would have no queue",
         ),
         pytest.param(
-            make_pod().queue("vision-train").presets("huge"),
+            MakePod.submitted().queue("vision-train").presets("huge"),
             NS,
             'preset "huge" does not exist; '
             "this namespace may use presets: connections, prod-shape, single-gpu, sweep",
             id="a Job naming a preset that does not exist",
         ),
         pytest.param(
-            make_pod().queue("vision-train").submitter("pat"),
+            MakePod.submitted().queue("vision-train").submitter("pat"),
             NS,
             FORGED_SUBMITTER,
             id="a Job whose template claims another submitter",
         ),
         pytest.param(
-            make_pod().submitter("pat"),
+            MakePod.submitted().submitter("pat"),
             NS,
             FORGED_SUBMITTER,
             id="a claimed submitter is refused even on a template Sluicegate does not manage",
         ),
         pytest.param(
-            make_pod().queue("vision-train").node_name("n1"),
+            MakePod.submitted().queue("vision-train").node("n1"),
             NS,
             "spec.template.spec.nodeName is set: pods that Sluicegate manages are placed by "
             "kube-scheduler once dispatched; remove spec.nodeName (a nodeSelector or a preset can "
@@ -228,7 +226,7 @@ def test_a_template_without_metadata_gets_it_whole() -> None:
             id="a Job whose pods would pick their node",
         ),
         pytest.param(
-            make_pod().main("resources", {"requests": {keys.GPU_RESOURCE: "lots"}}),
+            MakePod.submitted().main("resources", {"requests": {keys.GPU_RESOURCE: "lots"}}),
             NS,
             "spec.template.spec.containers[0].resources.requests.nvidia.com/gpu: 'lots' is not a "
             "quantity (examples: 2, 500m, 16Gi, 1e3)",
@@ -236,7 +234,7 @@ def test_a_template_without_metadata_gets_it_whole() -> None:
         ),
     ],
 )
-def test_job_refusals(pod: PodBuilder, namespace: Namespace, message: str) -> None:
+def test_job_refusals(pod: MakePod, namespace: Namespace, message: str) -> None:
     assert run(create_job(job_of(pod)), namespace) == Deny(message)
 
 
@@ -244,33 +242,33 @@ def test_job_refusals(pod: PodBuilder, namespace: Namespace, message: str) -> No
     ("pod", "namespace", "patched"),
     [
         pytest.param(
-            make_pod().requests(cpu="1"),
+            MakePod.submitted().requests(cpu="1"),
             NS,
             True,
             id="an unmanaged template is stamped too, in case the Policy manages it later",
         ),
         pytest.param(
-            make_pod().queue("vision-train"),
-            make_namespace(team=None),
+            MakePod.submitted().queue("vision-train"),
+            MakeNamespace("vision-ml").model(),
             False,
             id="a Job in a namespace without a team is left alone",
         ),
         pytest.param(
-            make_pod().queue("vision-train").submitter("alice"),
+            MakePod.submitted().queue("vision-train").submitter("alice"),
             NS,
             False,
             id="the user's own stamp is accepted and nothing changes",
         ),
     ],
 )
-def test_which_jobs_are_stamped(pod: PodBuilder, namespace: Namespace, patched: bool) -> None:
+def test_which_jobs_are_stamped(pod: MakePod, namespace: Namespace, patched: bool) -> None:
     decision = run(create_job(job_of(pod)), namespace)
     assert isinstance(decision, Admit)
     assert bool(decision.patch) is patched
 
 
 def test_a_job_and_then_its_pods_are_judged_as_the_jobs_creator() -> None:
-    job = job_of(make_pod().presets("single-gpu"))
+    job = job_of(MakePod.submitted().presets("single-gpu"))
     decision = run(create_job(job, "dave", "vision-devs"))
     assert isinstance(decision, Admit)
     stored = apply(job, decision.patch)
@@ -313,14 +311,14 @@ def make_cronjob(template: dict[str, Any], name: str = "nightly") -> dict[str, A
 
 
 def test_a_cronjob_whose_queue_the_user_may_not_use_is_refused_at_once() -> None:
-    cronjob = make_cronjob(make_pod().queue("prod-train").gpus(1).template())
+    cronjob = make_cronjob(MakePod.submitted().queue("prod-train").gpus(1).template())
     decision = run(create(cronjob, "alice", kind=CRONJOB))
     assert isinstance(decision, Deny)
     assert decision.message.startswith('queue "prod-train" is not open to user alice (team vision)')
 
 
 def test_a_cronjobs_user_reaches_its_jobs_and_their_pods() -> None:
-    cronjob = make_cronjob(make_pod().queue("vision-train").gpus(1).template())
+    cronjob = make_cronjob(MakePod.submitted().queue("vision-train").gpus(1).template())
     decision = run(create(cronjob, "alice", "vision-devs", kind=CRONJOB))
     assert isinstance(decision, Admit)
     stamped = apply(cronjob, decision.patch)["spec"]["jobTemplate"]["spec"]["template"]
@@ -328,7 +326,7 @@ def test_a_cronjobs_user_reaches_its_jobs_and_their_pods() -> None:
     assert Submitter.from_annotation(stamp) == Submitter("alice", frozenset({"vision-devs"}))
 
     # The cronjob controller creates a Job from the template, stamp included.
-    job = make_job(stamped, name="nightly-1")
+    job = MakeJob(stamped, name="nightly-1").obj()
     job["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}
     ]
@@ -356,9 +354,9 @@ def test_a_cronjobs_user_reaches_its_jobs_and_their_pods() -> None:
 
 
 def stamped_job(owner_kind: str, submitter: Submitter) -> dict[str, Any]:
-    template = make_pod().queue("vision-train").gpus(1).template()
+    template = MakePod.submitted().queue("vision-train").gpus(1).template()
     template["metadata"].setdefault("annotations", {})[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
-    job = make_job(template, name="nightly-1")
+    job = MakeJob(template, name="nightly-1").obj()
     job["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": owner_kind, "name": "nightly", "uid": "u", "controller": True}
     ]
@@ -369,7 +367,7 @@ def test_a_job_claiming_a_cronjob_owner_passes_on_no_stamp_unless_the_cronjob_co
     # A trusted account that creates Jobs from users' manifests (Argo's, say) is not the cronjob
     # controller: its Job's stamp naming someone else is a forgery.
     trusted = [CRONJOB_CONTROLLER, JOB_CONTROLLER, ARGO]
-    catalog = vision_catalog(policy=make_policy(trustedControllers=trusted))
+    catalog = vision_catalog(policy=MakePolicy().set(trustedControllers=trusted).obj())
     decision = run(create(stamped_job("CronJob", Submitter("alice")), ARGO, kind=JOB), catalog=catalog)
     assert isinstance(decision, Deny)
     assert keys.SUBMITTER_ANNOTATION in decision.message
@@ -383,7 +381,7 @@ def test_the_cronjob_controller_passes_on_no_stamp_for_a_job_owned_by_a_job() ->
 
 
 def test_an_untrusted_cronjob_controller_passes_on_no_stamp() -> None:
-    catalog = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER]))
+    catalog = vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER]).obj())
     job = stamped_job("CronJob", Submitter("alice"))
     decision = run(create(job, CRONJOB_CONTROLLER, kind=JOB), catalog=catalog)
     assert isinstance(decision, Deny)

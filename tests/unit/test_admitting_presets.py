@@ -1,8 +1,6 @@
 """Admission with presets: their order, their queue and workflow limit, workflows and warnings.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_builders``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -14,29 +12,15 @@ import pytest
 from policy import keys
 from policy.catalog import Catalog
 from policy.reviews import Admit, Deny
-from tests.admission_builders import (
-    PodBuilder,
-    admit,
-    admitted,
-    create,
-    make_namespace,
-    make_pod,
-    make_policy,
-    make_preset,
-    run,
-    vision_catalog,
-)
-
-NS = make_namespace()
-CATALOG = vision_catalog()
-
+from tests.admission_world import CATALOG, NS, admit, admitted, run, vision_catalog, vision_ml
+from tests.builders import MakePod, MakePolicy, MakePreset, create
 
 # --- presets through admission --------------------------------------------------------------
 
 
 def test_namespace_defaults_apply_first_then_the_pods_presets_each_once() -> None:
-    namespace = make_namespace(default_presets=["connections"])
-    pod = admitted(make_pod().presets("single-gpu", "connections").obj(), namespace)
+    namespace = vision_ml().default_presets(["connections"]).model()
+    pod = admitted(MakePod.submitted().presets("single-gpu", "connections").obj(), namespace)
     notes = pod["metadata"]["annotations"]
     assert notes[keys.APPLIED_PRESETS_ANNOTATION] == "connections,single-gpu"
     container = pod["spec"]["containers"][0]
@@ -47,8 +31,8 @@ def test_namespace_defaults_apply_first_then_the_pods_presets_each_once() -> Non
 
 
 def test_a_namespace_default_preset_counts_as_allowed() -> None:
-    namespace = make_namespace(default_presets=["connections"], allowed_presets=["single-gpu"])
-    pod = admitted(make_pod().presets("single-gpu").obj(), namespace)
+    namespace = vision_ml().default_presets(["connections"]).allowed_presets(["single-gpu"]).model()
+    pod = admitted(MakePod.submitted().presets("single-gpu").obj(), namespace)
     assert pod["metadata"]["annotations"][keys.APPLIED_PRESETS_ANNOTATION] == "connections,single-gpu"
 
 
@@ -56,39 +40,41 @@ def test_a_namespace_default_preset_counts_as_allowed() -> None:
     ("pod", "limit"),
     [
         pytest.param(
-            make_pod().queue("vision-train").workflow("w1").presets("sweep"),
+            MakePod.submitted().queue("vision-train").workflow("w1").presets("sweep"),
             "4",
             id="a preset's workflow limit applies to a pod in a workflow",
         ),
         pytest.param(
-            make_pod().queue("vision-train").workflow("w1", 2).presets("sweep"),
+            MakePod.submitted().queue("vision-train").workflow("w1", 2).presets("sweep"),
             "2",
             id="the pod may ask for fewer than the preset's workflow limit",
         ),
         pytest.param(
-            make_pod().queue("vision-train").workflow("w1", 1000).presets("sweep"),
+            MakePod.submitted().queue("vision-train").workflow("w1", 1000).presets("sweep"),
             "4",
             id="the pod may not ask for more: an admin's workflow limit is a ceiling",
         ),
         pytest.param(
-            make_pod().queue("vision-train").workflow("w1").presets("sweep", "tight-sweep"),
+            MakePod.submitted().queue("vision-train").workflow("w1").presets("sweep", "tight-sweep"),
             "2",
             id="of two presets' workflow limits the tighter holds",
         ),
         pytest.param(
-            make_pod().queue("vision-train").label("workflows.argoproj.io/workflow", "w1").presets("sweep"),
+            MakePod.submitted().queue("vision-train").label("workflows.argoproj.io/workflow", "w1")
+                     .presets("sweep"),
             "4",
             id="a workflow known from Argo's label counts",
         ),
         pytest.param(
-            make_pod().queue("vision-train").presets("sweep"), None, id="no workflow, no workflow limit"
+            MakePod.submitted().queue("vision-train").presets("sweep"), None,
+                     id="no workflow, no workflow limit"
         ),
     ],
 )
-def test_a_presets_workflow_limit(pod: PodBuilder, limit: str | None) -> None:
+def test_a_presets_workflow_limit(pod: MakePod, limit: str | None) -> None:
     catalog = vision_catalog(
-        presets=[make_preset("tight-sweep").workflow_max_running(2).obj()],
-        policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow"]),
+        presets=[MakePreset("tight-sweep").workflow_max_running(2).obj()],
+        policy=MakePolicy().set(workflowLabels=["workflows.argoproj.io/workflow"]).obj(),
     )
     notes = admitted(pod.obj(), NS, catalog)["metadata"]["annotations"]
     assert notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION) == limit
@@ -98,30 +84,32 @@ def test_a_presets_workflow_limit(pod: PodBuilder, limit: str | None) -> None:
     ("pod", "workflow"),
     [
         pytest.param(
-            make_pod().queue("vision-train").label("workflows.argoproj.io/workflow", "w1"),
+            MakePod.submitted().queue("vision-train").label("workflows.argoproj.io/workflow", "w1"),
             "w1",
             id="an Argo workflow's pod joins its workflow",
         ),
         pytest.param(
-            make_pod().queue("vision-train").label("katib.kubeflow.org/experiment", "e7"),
+            MakePod.submitted().queue("vision-train").label("katib.kubeflow.org/experiment", "e7"),
             "e7",
             id="a Katib experiment's trial joins its workflow",
         ),
         pytest.param(
-            make_pod().queue("vision-train").workflow("mine").label("workflows.argoproj.io/workflow", "w1"),
+            MakePod.submitted().queue("vision-train").workflow("mine")
+                     .label("workflows.argoproj.io/workflow", "w1"),
             "mine",
             id="the pod's own workflow label wins",
         ),
         pytest.param(
-            make_pod().queue("vision-train").label("other.io/workflow", "w1"),
+            MakePod.submitted().queue("vision-train").label("other.io/workflow", "w1"),
             None,
             id="labels the Policy does not map mean nothing",
         ),
     ],
 )
-def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow: str | None) -> None:
+def test_workflows_come_from_the_policys_label_mapping(pod: MakePod, workflow: str | None) -> None:
     catalog = vision_catalog(
-        policy=make_policy(workflowLabels=["workflows.argoproj.io/workflow", "katib.kubeflow.org/experiment"])
+        policy=MakePolicy()
+        .set(workflowLabels=["workflows.argoproj.io/workflow", "katib.kubeflow.org/experiment"]).obj()
     )
     assert admitted(pod.obj(), NS, catalog)["metadata"]["labels"].get(keys.WORKFLOW_LABEL) == workflow
 
@@ -130,20 +118,20 @@ def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow
     ("pod", "catalog", "warning"),
     [
         pytest.param(
-            make_pod().queue("vision-train").annotation(keys.GROUP_SIZE_ANNOTATION, "2"),
+            MakePod.submitted().queue("vision-train").annotation(keys.GROUP_SIZE_ANNOTATION, "2"),
             CATALOG,
             "annotation sluicegate.dev/group-size has no effect without label sluicegate.dev/group",
             id="a group size without a group",
         ),
         pytest.param(
-            make_pod().queue("vision-train").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "2"),
+            MakePod.submitted().queue("vision-train").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "2"),
             CATALOG,
             "annotation sluicegate.dev/workflow-max-running has no effect without label "
             "sluicegate.dev/workflow",
             id="a workflow limit without a workflow",
         ),
         pytest.param(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .presets("single-gpu")
             .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer"),
@@ -153,15 +141,15 @@ def test_workflows_come_from_the_policys_label_mapping(pod: PodBuilder, workflow
             id="a default container that does not exist",
         ),
         pytest.param(
-            make_pod().queue("vision-train"),
-            vision_catalog(policy=make_policy(maxRunning=-1), previous=CATALOG),
+            MakePod.submitted().queue("vision-train"),
+            vision_catalog(policy=MakePolicy().set(maxRunning=-1).obj(), previous=CATALOG),
             "the Policy is invalid and the last valid one stays in force: "
             "Policy cluster: spec.maxRunning: must not be negative, got -1",
             id="a broken Policy, while the last valid one stays in force",
         ),
     ],
 )
-def test_warnings_point_out_what_has_no_effect(pod: PodBuilder, catalog: Catalog, warning: str) -> None:
+def test_warnings_point_out_what_has_no_effect(pod: MakePod, catalog: Catalog, warning: str) -> None:
     _, decision = admit(pod.obj(), NS, catalog)
     assert decision.warnings == (warning,)
 
@@ -170,8 +158,8 @@ def test_warnings_point_out_what_has_no_effect(pod: PodBuilder, catalog: Catalog
 
 
 def test_a_namespace_default_presets_workflow_limit_caps_the_pods_own() -> None:
-    namespace = make_namespace(default_presets=["sweep"])
-    pod, decision = admit(make_pod().queue("vision-train").workflow("w1", 1000).obj(), namespace)
+    namespace = vision_ml().default_presets(["sweep"]).model()
+    pod, decision = admit(MakePod.submitted().queue("vision-train").workflow("w1", 1000).obj(), namespace)
     assert pod["metadata"]["annotations"][keys.WORKFLOW_MAX_RUNNING_ANNOTATION] == "4"
     assert decision.warnings == (
         'annotation sluicegate.dev/workflow-max-running lowered from 1000 to 4: preset "sweep" lets a '
@@ -187,10 +175,12 @@ def test_a_namespace_default_presets_workflow_limit_caps_the_pods_own() -> None:
 def test_a_preset_that_names_the_main_container_gives_it_the_gpus_once_and_for_all() -> None:
     catalog = vision_catalog(
         presets=[
-            make_preset("trainer-gpu").annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer").gpus(2).obj()
+            MakePreset("trainer-gpu").pod_annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "trainer")
+            .gpus(2).obj()
         ]
     )
-    pod = make_pod().container("trainer").presets("trainer-gpu").queue("vision-train").obj()
+    pod = (MakePod.submitted().container("trainer", image="sidecar:1").presets("trainer-gpu")
+           .queue("vision-train").obj())
     once, decision = admit(pod, NS, catalog)
     assert decision.warnings == ()
     containers = once["spec"]["containers"]
@@ -212,33 +202,33 @@ SCRATCH_MOUNT = {"name": "data", "mountPath": "/data"}
     ("pod", "preset", "message"),
     [
         pytest.param(
-            make_pod()
-            .spec("volumes", [{"name": "data", "emptyDir": {}}])
+            MakePod.submitted()
+            .spec(volumes=[{"name": "data", "emptyDir": {}}])
             .main("volumeMounts", [SCRATCH_MOUNT]),
-            make_preset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]),
+            MakePreset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]),
             'preset "shm" (patchStrategy replace) would make the pod invalid: container "main" mounts '
             'volume "data" at /data, which spec.volumes does not have; ask a platform administrator to '
             "fix the preset",
             id="replacing the volumes a container mounts",
         ),
         pytest.param(
-            make_pod(),
-            make_preset("mounts").strategy("post_merge").container("volumeMounts", [SCRATCH_MOUNT]),
+            MakePod.submitted(),
+            MakePreset("mounts").strategy("post_merge").container("volumeMounts", [SCRATCH_MOUNT]),
             'preset "mounts" (patchStrategy post_merge) would make the pod invalid: container "main" mounts '
             'volume "data" at /data, which spec.volumes does not have; ask a platform administrator to '
             "fix the preset",
             id="mounting a volume nobody defines",
         ),
         pytest.param(
-            make_pod(),
-            make_preset("bogus").pod("tolerations", [{"key": "a", "operator": "Bogus"}]),
+            MakePod.submitted(),
+            MakePreset("bogus").pod("tolerations", [{"key": "a", "operator": "Bogus"}]),
             'preset "bogus" (patchStrategy replace) would make the pod invalid: the toleration of key "a" '
             "has operator Bogus; it must be Equal or Exists; ask a platform administrator to fix the preset",
             id="a toleration with an operator Kubernetes does not know",
         ),
         pytest.param(
-            make_pod(),
-            make_preset("spot").pod("tolerations", [{"key": "spot", "operator": "Exists", "value": "yes"}]),
+            MakePod.submitted(),
+            MakePreset("spot").pod("tolerations", [{"key": "spot", "operator": "Exists", "value": "yes"}]),
             'preset "spot" (patchStrategy replace) would make the pod invalid: the toleration of key "spot" '
             "has operator Exists and a value; Exists takes no value; ask a platform administrator to fix "
             "the preset",
@@ -247,7 +237,7 @@ SCRATCH_MOUNT = {"name": "data", "mountPath": "/data"}
     ],
 )
 def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
-    pod: PodBuilder, preset: Any, message: str
+    pod: MakePod, preset: Any, message: str
 ) -> None:
     catalog = vision_catalog(presets=[preset.obj()])
     name = preset.obj()["metadata"]["name"]
@@ -256,7 +246,8 @@ def test_a_merge_that_would_leave_the_pod_invalid_is_refused(
 
 
 def test_a_pod_already_invalid_is_not_blamed_on_a_preset() -> None:
-    pod = make_pod().queue("vision-train").presets("connections").main("volumeMounts", [SCRATCH_MOUNT])
+    pod = (MakePod.submitted().queue("vision-train").presets("connections")
+           .main("volumeMounts", [SCRATCH_MOUNT]))
     assert isinstance(run(create(pod.obj())), Admit)
 
 
@@ -265,10 +256,11 @@ def test_a_later_preset_giving_back_what_an_earlier_one_replaced_is_admitted_and
     # replaces them with the one it does. The end result is valid, and stays valid when the
     # admitted pod is admitted again (its own volumes then already hold what "data" adds).
     catalog = vision_catalog(presets=[
-        make_preset("scratch").pod("volumes", [{"name": "scratch", "emptyDir": {}}]).obj(),
-        make_preset("data").pod("volumes", [{"name": "data", "emptyDir": {}}]).obj(),
+        MakePreset("scratch").pod("volumes", [{"name": "scratch", "emptyDir": {}}]).obj(),
+        MakePreset("data").pod("volumes", [{"name": "data", "emptyDir": {}}]).obj(),
     ])
-    pod = make_pod().queue("vision-train").presets("scratch,data").main("volumeMounts", [SCRATCH_MOUNT]).obj()
+    pod = (MakePod.submitted().queue("vision-train").presets("scratch,data")
+           .main("volumeMounts", [SCRATCH_MOUNT]).obj())
     once, _ = admit(pod, NS, catalog)
     assert [v["name"] for v in once["spec"]["volumes"]] == ["data"]
     _, again = admit(once, NS, catalog)
@@ -277,10 +269,10 @@ def test_a_later_preset_giving_back_what_an_earlier_one_replaced_is_admitted_and
 
 def test_the_preset_blamed_is_the_one_from_which_the_problem_stayed_to_the_end() -> None:
     catalog = vision_catalog(presets=[
-        make_preset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]).obj(),
-        make_preset("env").container("env", [{"name": "MODE", "value": "train"}]).obj(),
+        MakePreset("shm").pod("volumes", [{"name": "shm", "emptyDir": {"medium": "Memory"}}]).obj(),
+        MakePreset("env").container("env", [{"name": "MODE", "value": "train"}]).obj(),
     ])
-    pod = (make_pod().queue("vision-train").presets("shm,env")
-           .spec("volumes", [{"name": "data", "emptyDir": {}}]).main("volumeMounts", [SCRATCH_MOUNT]).obj())
+    pod = (MakePod.submitted().queue("vision-train").presets("shm,env")
+           .spec(volumes=[{"name": "data", "emptyDir": {}}]).main("volumeMounts", [SCRATCH_MOUNT]).obj())
     decision = run(create(pod), NS, catalog)
     assert isinstance(decision, Deny) and decision.message.startswith('preset "shm" '), decision

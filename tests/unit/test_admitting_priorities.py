@@ -17,20 +17,8 @@ from policy import keys
 from policy.patching import apply
 from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import CRONJOB, Admit, Deny, Kind
-from tests.admission_builders import (
-    NODE,
-    NODES,
-    PodBuilder,
-    create,
-    create_job,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_preset,
-    run,
-    update,
-    vision_catalog,
-)
+from tests.admission_world import NODE, NODES, run, vision_catalog
+from tests.builders import MakeJob, MakeNamespace, MakePod, MakePreset, create, create_job, update
 
 HIGH = PriorityClass("high", 1000)
 LOW = PriorityClass("low", -10, preempts=False)
@@ -57,18 +45,18 @@ PREEMPTS = (
 )
 
 
-def as_resolved(pod: PodBuilder, pc: PriorityClass | None) -> dict[str, Any]:
+def as_resolved(pod: MakePod, pc: PriorityClass | None) -> dict[str, Any]:
     """The pod as the API server sends it to the webhook: its class resolved (none: priority 0,
     PreemptLowerPriority)."""
     if pc is not None:
-        pod = pod.spec("priorityClassName", pc.name)
+        pod = pod.spec(priorityClassName=pc.name)
     value, preempts = (pc.value, pc.preempts) if pc is not None else (0, True)
-    return (pod.spec("priority", value)
-            .spec("preemptionPolicy", "PreemptLowerPriority" if preempts else "Never").obj())
+    return (pod.spec(priority=value)
+            .spec(preemptionPolicy="PreemptLowerPriority" if preempts else "Never").obj())
 
 
-def gpu_pod() -> PodBuilder:
-    return make_pod().queue("vision-train").gpus(1)
+def gpu_pod() -> MakePod:
+    return MakePod.submitted().queue("vision-train").gpus(1)
 
 
 def review_pod(pod: dict[str, Any], known: PriorityClasses = CLASSES, **kw: Any) -> Admit | Deny:
@@ -142,8 +130,8 @@ def test_without_a_class_that_never_preempts_the_refusal_says_an_administrator_m
 
 
 PRESETS = vision_catalog(presets=[
-    make_preset("urgent").pod("priorityClassName", "high").obj(),
-    make_preset("queued").pod("priorityClassName", "queued-high").obj(),
+    MakePreset("urgent").pod("priorityClassName", "high").obj(),
+    MakePreset("queued").pod("priorityClassName", "queued-high").obj(),
 ])
 
 
@@ -174,11 +162,11 @@ def test_a_preset_that_sets_a_class_leaves_its_priority_for_the_api_server_to_re
 # for it as for any other pod: so the same rule holds for it.
 
 
-def bully() -> PodBuilder:
+def bully() -> MakePod:
     """A CPU-only pod that names no queue and no presets, pinned to a node full of another
     team's released GPU pods."""
-    return (make_pod("bully-n").requests(cpu="90")
-            .spec("nodeSelector", {"kubernetes.io/hostname": "gpu-node-0"}))
+    return (MakePod.submitted(name="bully-n").requests(cpu="90")
+            .spec(nodeSelector={"kubernetes.io/hostname": "gpu-node-0"}))
 
 
 def test_a_pod_sluicegate_does_not_manage_may_not_preempt_either() -> None:
@@ -208,7 +196,7 @@ def test_a_mirror_pod_and_pods_outside_the_teams_namespaces_keep_any_class() -> 
     not opted in (kube-system, ...) are the administrators'."""
     mirror = as_resolved(bully().mirror("gpu-node-1"), HIGH)
     assert run(create(mirror, NODE, NODES), classes=CLASSES) == Admit()
-    system = make_namespace("kube-system", team=None)
+    system = MakeNamespace("kube-system").model()
     assert run(create(as_resolved(bully(), HIGH), "alice"), system, classes=CLASSES) == Admit()
     # Anyone else's pod that claims to be a mirror pod is judged like any other.
     assert review_pod(mirror) == Deny(PREEMPTS)
@@ -217,8 +205,8 @@ def test_a_mirror_pod_and_pods_outside_the_teams_namespaces_keep_any_class() -> 
 def test_an_unmanaged_pod_whose_class_the_webhook_cannot_resolve_is_left_to_the_api_server() -> None:
     """Without the fields the Priority plugin sets (which it always sets before the webhooks),
     the class is looked up; one not known yet is not refused on a guess."""
-    assert review_pod(bully().spec("priorityClassName", "brand-new").obj()) == Admit()
-    assert review_pod(bully().spec("priorityClassName", "high").obj()) == Deny(PREEMPTS)
+    assert review_pod(bully().spec(priorityClassName="brand-new").obj()) == Admit()
+    assert review_pod(bully().spec(priorityClassName="high").obj()) == Deny(PREEMPTS)
 
 
 # --- owners: a Job's or CronJob's pod template ------------------------------------------------
@@ -227,12 +215,12 @@ def test_an_unmanaged_pod_whose_class_the_webhook_cannot_resolve_is_left_to_the_
 def template(pc: str | None) -> dict[str, Any]:
     builder = gpu_pod()
     if pc is not None:
-        builder = builder.spec("priorityClassName", pc)
+        builder = builder.spec(priorityClassName=pc)
     return builder.template()
 
 
 def test_a_job_whose_pods_would_preempt_is_refused_at_its_create() -> None:
-    decision = run(create_job(make_job(template("high")), "alice", "vision-devs"), classes=CLASSES)
+    decision = run(create_job(MakeJob(template("high")).obj(), "alice", "vision-devs"), classes=CLASSES)
     assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this Job"))
 
 
@@ -252,15 +240,15 @@ def test_a_job_whose_pods_would_preempt_is_refused_at_its_create() -> None:
 def test_which_classes_a_jobs_pod_template_may_name(
     pc: str | None, known: PriorityClasses, refused: bool
 ) -> None:
-    decision = run(create_job(make_job(template(pc)), "alice", "vision-devs"), classes=known)
+    decision = run(create_job(MakeJob(template(pc)).obj(), "alice", "vision-devs"), classes=known)
     assert isinstance(decision, Deny) is refused, decision
-    assert isinstance(run(create_job(make_job(template("high")), "alice", "vision-devs"), classes=known),
+    assert isinstance(run(create_job(MakeJob(template("high")).obj(), "alice", "vision-devs"), classes=known),
                       Deny)
 
 
 def test_a_job_or_cronjob_whose_pods_sluicegate_would_not_manage_may_not_preempt_either() -> None:
-    cpu_only = bully().spec("priorityClassName", "high").template()
-    decision = run(create_job(make_job(cpu_only), "alice", "vision-devs"), classes=CLASSES)
+    cpu_only = bully().spec(priorityClassName="high").template()
+    decision = run(create_job(MakeJob(cpu_only).obj(), "alice", "vision-devs"), classes=CLASSES)
     assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this Job"))
     cron = {"apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": "nightly", "namespace": "vision-ml"},
@@ -268,8 +256,8 @@ def test_a_job_or_cronjob_whose_pods_sluicegate_would_not_manage_may_not_preempt
     decision = run(create(cron, "alice", "vision-devs", kind=CRONJOB), classes=CLASSES)
     assert decision == Deny(PREEMPTS.replace("this pod", "the pods of this CronJob"))
     # The same template with a class that never preempts goes in.
-    fine = bully().spec("priorityClassName", "queued-high").template()
-    assert isinstance(run(create_job(make_job(fine), "alice", "vision-devs"), classes=CLASSES), Admit)
+    fine = bully().spec(priorityClassName="queued-high").template()
+    assert isinstance(run(create_job(MakeJob(fine).obj(), "alice", "vision-devs"), classes=CLASSES), Admit)
 
 
 def test_a_cronjob_whose_pods_sluicegate_would_not_manage_cannot_be_switched_to_a_preempting_class() -> None:
@@ -277,7 +265,7 @@ def test_a_cronjob_whose_pods_sluicegate_would_not_manage_cannot_be_switched_to_
         return {"apiVersion": "batch/v1", "kind": "CronJob",
                 "metadata": {"name": "nightly", "namespace": "vision-ml"},
                 "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {
-                    "template": bully().spec("priorityClassName", pc).template()}}}}
+                    "template": bully().spec(priorityClassName=pc).template()}}}}
 
     decision = run(update(cpu_cron("queued-high"), cpu_cron("high"), "alice", "vision-devs", kind=CRONJOB),
                    classes=CLASSES)

@@ -1,8 +1,6 @@
 """Admission refusals, word for word: each says what was wrong and what is allowed instead.
 
-The world: namespace vision-ml belongs to team vision (alice, group vision-devs); queues
-vision-train and vision-interactive are vision's, prod-train is team prod's (pat) and group
-sre's, research is bob's (see ``tests.admission_builders``).
+They run in the vision world of ``tests.admission_world``.
 """
 
 from __future__ import annotations
@@ -14,24 +12,18 @@ from policy import keys
 from policy.catalog import Catalog
 from policy.model import Namespace
 from policy.reviews import Deny
-from tests.admission_builders import (
+from tests.admission_world import (
     ALL_PRESETS,
+    CATALOG,
     NODE_NAME_REFUSED,
+    NS,
     VISION_QUEUES,
-    PodBuilder,
-    create,
-    make_namespace,
-    make_pod,
-    make_policy,
-    make_preset,
     run,
     vision_catalog,
+    vision_ml,
     written_by_sluicegate,
 )
-
-NS = make_namespace()
-CATALOG = vision_catalog()
-
+from tests.builders import MakePod, MakePolicy, MakePreset, create
 
 # --- refusals -------------------------------------------------------------------------------
 
@@ -39,7 +31,7 @@ BROKEN_QUEUE = {"metadata": {"name": "broken"}, "spec": {"maxRunning": -1}}
 
 
 def refused(
-    pod: PodBuilder, message: str, *, id: str, user: str = "alice", namespace: Namespace = NS,
+    pod: MakePod, message: str, *, id: str, user: str = "alice", namespace: Namespace = NS,
     catalog: Catalog = CATALOG,
 ) -> ParameterSet:
     """A case: ``user`` creates ``pod`` in ``namespace`` (alice in vision-ml unless it says
@@ -51,153 +43,155 @@ def refused(
     ("pod", "user", "namespace", "catalog", "message"),
     [
         refused(
-            make_pod().gpus(1),
+            MakePod.submitted().gpus(1),
             "no queue for this pod: it has no label sluicegate.dev/queue, and neither its presets, "
             f"namespace vision-ml nor the Policy name a default; {VISION_QUEUES}",
             id="no queue anywhere",
         ),
         refused(
-            make_pod().queue("vision-trian"),
+            MakePod.submitted().queue("vision-trian"),
             f'queue "vision-trian" is not open to user alice (team vision); {VISION_QUEUES}',
             id="a queue that does not exist reads as one not open to the user, with the ones to use",
         ),
         refused(
-            make_pod().queue("vision-trian"),
+            MakePod.submitted().queue("vision-trian"),
             f'queue "vision-trian" does not exist; {VISION_QUEUES}',
-            namespace=make_namespace(allowed_queues=["vision-train", "vision-interactive", "vision-trian"]),
+            namespace=vision_ml().allowed_queues(["vision-train", "vision-interactive", "vision-trian"])
+            .model(),
             id="a queue the namespace's own list names but that does not exist is said to be missing",
         ),
         refused(
-            make_pod().queue("prod-train"),
+            MakePod.submitted().queue("prod-train"),
             f'queue "prod-train" is not open to user alice (team vision); {VISION_QUEUES}',
             id="a queue closed to the user and their team",
         ),
         refused(
-            make_pod().queue("vision-interactive"),
+            MakePod.submitted().queue("vision-interactive"),
             'queue "vision-interactive" is not allowed in namespace vision-ml; '
             "this namespace may use: vision-train",
-            namespace=make_namespace(allowed_queues=["vision-train"]),
+            namespace=vision_ml().allowed_queues(["vision-train"]).model(),
             id="a queue the namespace does not allow",
         ),
         refused(
-            make_pod().queue("vision-train"),
+            MakePod.submitted().queue("vision-train"),
             'queue "vision-train" is not open to user carol (no team); '
             "no queue this namespace may use is open to user carol",
             user="carol",
             id="a user with no usable queue at all is told so plainly",
         ),
         refused(
-            make_pod().queue("research"),
+            MakePod.submitted().queue("research"),
             'queue "research" is not open to user pat (team prod); this namespace may use: prod-train',
             user="pat",
             id="the alternatives are the queues open to this user, not to the namespace's team",
         ),
         refused(
-            make_pod().presets("prod-shape"),
+            MakePod.submitted().presets("prod-shape"),
             f'queue "prod-train" (from preset "prod-shape") is not open to user alice (team vision); '
             f"{VISION_QUEUES}",
             id="a preset's queue is checked like the pod's own",
         ),
         refused(
-            make_pod().gpus(1),
+            MakePod.submitted().gpus(1),
             f'queue "gone" (the default queue of namespace vision-ml) does not exist; {VISION_QUEUES}',
-            namespace=make_namespace(default_queue="gone"),
+            namespace=vision_ml().default_queue("gone").model(),
             id="a namespace default that does not exist",
         ),
         refused(
-            make_pod().gpus(1),
+            MakePod.submitted().gpus(1),
             f'queue "prod-train" (the Policy\'s default queue) is not open to user alice (team vision); '
             f"{VISION_QUEUES}",
-            catalog=vision_catalog(policy=make_policy(defaultQueue="prod-train")),
+            catalog=vision_catalog(policy=MakePolicy().set(defaultQueue="prod-train").obj()),
             id="the Policy's default is checked too",
         ),
         refused(
-            make_pod().queue("broken"),
+            MakePod.submitted().queue("broken"),
             'queue "broken" is invalid (Queue broken: spec.maxRunning: must not be negative, got -1); '
             f"{VISION_QUEUES}",
             catalog=vision_catalog(queues=[BROKEN_QUEUE]),
             id="a queue whose spec is broken says why",
         ),
         refused(
-            make_pod().gpus(1).presets("huge"),
+            MakePod.submitted().gpus(1).presets("huge"),
             f'preset "huge" does not exist; {ALL_PRESETS}',
             id="a preset that does not exist",
         ),
         refused(
-            make_pod().queue("vision-train").presets("connections"),
+            MakePod.submitted().queue("vision-train").presets("connections"),
             'preset "connections" is not allowed in namespace vision-ml; '
             "this namespace may use presets: single-gpu",
-            namespace=make_namespace(allowed_presets=["single-gpu"]),
+            namespace=vision_ml().allowed_presets(["single-gpu"]).model(),
             id="a preset the namespace does not allow",
         ),
         refused(
-            make_pod().queue("vision-train").presets("single-gpu"),
+            MakePod.submitted().queue("vision-train").presets("single-gpu"),
             'preset "single-gpu" is not allowed in namespace vision-ml; this namespace may use no presets',
-            namespace=make_namespace(allowed_presets=[]),
+            namespace=vision_ml().allowed_presets([]).model(),
             id="a namespace that allows no presets says so",
         ),
         refused(
-            make_pod().queue("vision-train"),
+            MakePod.submitted().queue("vision-train"),
             f'preset "gone" (a default of namespace vision-ml) does not exist; {ALL_PRESETS}',
-            namespace=make_namespace(default_presets=["gone"]),
+            namespace=vision_ml().default_presets(["gone"]).model(),
             id="a namespace default preset that does not exist",
         ),
         refused(
-            make_pod().queue("vision-train").presets("bad"),
+            MakePod.submitted().queue("vision-train").presets("bad"),
             "preset \"bad\" is invalid (Preset bad: spec.patchStrategy: 'merge' is not one of replace, "
             "isnull, "
             f"post_merge, pre_merge); {ALL_PRESETS}",
-            catalog=vision_catalog(presets=[make_preset("bad").strategy("merge").obj()]),
+            catalog=vision_catalog(presets=[MakePreset("bad").strategy("merge").obj()]),
             id="a preset whose spec is broken says why",
         ),
         refused(
-            make_pod().queue("vision-train").node_name("gpu-node-1"),
+            MakePod.submitted().queue("vision-train").node("gpu-node-1"),
             "spec.nodeName is set: pods that Sluicegate manages are placed by kube-scheduler once "
             "dispatched; remove spec.nodeName (a nodeSelector or a preset can choose nodes)",
             id="a managed pod may not pick its own node",
         ),
         refused(
-            make_pod().queue("vision-train").label(keys.TEAM_LABEL, "prod"),
+            MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "prod"),
             written_by_sluicegate("label", keys.TEAM_LABEL),
             id="a hand-written team label that differs from the namespace's",
         ),
         refused(
-            make_pod().queue("vision-train").label("sluicegate.dev/priority", "high"),
+            MakePod.submitted().queue("vision-train").label("sluicegate.dev/priority", "high"),
             written_by_sluicegate("label", "sluicegate.dev/priority"),
             id="any other sluicegate.dev label",
         ),
         refused(
-            make_pod().queue("vision-train").submitter("pat"),
+            MakePod.submitted().queue("vision-train").submitter("pat"),
             written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION),
             id="a hand-written submitter",
         ),
         refused(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .annotation(keys.DISPATCHED_AT_ANNOTATION, "2026-01-01T00:00:00Z"),
             written_by_sluicegate("annotation", keys.DISPATCHED_AT_ANNOTATION),
             id="a hand-written dispatch time",
         ),
         refused(
-            make_pod().queue("vision-train").annotation(keys.APPLIED_PRESETS_ANNOTATION, "single-gpu"),
+            MakePod.submitted().queue("vision-train")
+            .annotation(keys.APPLIED_PRESETS_ANNOTATION, "single-gpu"),
             written_by_sluicegate("annotation", keys.APPLIED_PRESETS_ANNOTATION),
             id="applied presets that were not applied",
         ),
         refused(
-            make_pod().queue("vision-train").group("ring"),
+            MakePod.submitted().queue("vision-train").group("ring"),
             "label sluicegate.dev/group needs annotation sluicegate.dev/group-size: "
             "the number of pods in the group, a positive integer",
             id="a pod group without its size",
         ),
         refused(
-            make_pod().queue("vision-train").group("ring", 0),
+            MakePod.submitted().queue("vision-train").group("ring", 0),
             "annotation sluicegate.dev/group-size must be a positive integer "
             "no larger than 2147483647, "
             'got "0"',
             id="a pod group of zero pods",
         ),
         refused(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .workflow("sweep")
             .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "many"),
@@ -207,14 +201,14 @@ def refused(
             id="a workflow limit that is not a number",
         ),
         refused(
-            make_pod().queue("vision-train").workflow("sweep", -2),
+            MakePod.submitted().queue("vision-train").workflow("sweep", -2),
             "annotation sluicegate.dev/workflow-max-running must be a positive integer "
             "no larger than 2147483647, "
             'got "-2"',
             id="a negative workflow limit",
         ),
         refused(
-            make_pod()
+            MakePod.submitted()
             .queue("vision-train")
             .workflow("sweep")
             .annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, "9" * 5000),
@@ -223,26 +217,26 @@ def refused(
             id="a workflow limit of five thousand digits is refused, not a crash",
         ),
         refused(
-            make_pod().queue("vision-train").group("ring", 2**31),
+            MakePod.submitted().queue("vision-train").group("ring", 2**31),
             "annotation sluicegate.dev/group-size must be a positive integer no larger "
             'than 2147483647, got "2147483648"',
             id="a group larger than Kubernetes counts is refused",
         ),
         refused(
-            make_pod().main("resources", {"limits": {keys.GPU_RESOURCE: "2x"}}),
+            MakePod.submitted().main("resources", {"limits": {keys.GPU_RESOURCE: "2x"}}),
             "spec.containers[0].resources.limits.nvidia.com/gpu: '2x' is not a quantity "
             "(examples: 2, 500m, 16Gi, 1e3)",
             id="a quantity that cannot be read",
         ),
         refused(
-            make_pod().queue("prod-train").node_name("n1"),
+            MakePod.submitted().queue("prod-train").node("n1"),
             NODE_NAME_REFUSED,
             id="a bypass is refused before access is even looked at",
         ),
     ],
 )
 def test_refusals_say_what_was_wrong_and_what_is_allowed(
-    pod: PodBuilder, user: str, namespace: Namespace, catalog: Catalog, message: str
+    pod: MakePod, user: str, namespace: Namespace, catalog: Catalog, message: str
 ) -> None:
     assert run(create(pod.obj(), user), namespace, catalog) == Deny(message)
 

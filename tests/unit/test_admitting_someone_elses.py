@@ -14,27 +14,18 @@ from typing import Any
 import pytest
 
 from policy.reviews import CRONJOB, JOB, Admit, Deny, Kind
-from tests.admission_builders import (
-    JOB_CONTROLLER,
-    SLUICEGATE,
-    make_job,
-    make_namespace,
-    make_pod,
-    make_policy,
-    run,
-    update,
-    vision_catalog,
-)
+from tests.admission_world import JOB_CONTROLLER, SLUICEGATE, run, vision_catalog
+from tests.builders import MakeJob, MakeNamespace, MakePod, MakePolicy, update
 
 CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
-NLP = make_namespace("nlp-research", team="nlp")
+NLP = MakeNamespace("nlp-research").team("nlp").model()
 Change = Callable[[dict[str, Any]], None]
 
 
 def carols_job(image: str = "retrain:1") -> dict[str, Any]:
-    template = (make_pod().queue("urgent-retrain").submitter("carol", "ml-oncall").gpus(8)
+    template = (MakePod.submitted().queue("urgent-retrain").submitter("carol", "ml-oncall").gpus(8)
                 .main("image", image).template())
-    job = make_job(template, "retrain", "nlp-research")
+    job = MakeJob(template, namespace="nlp-research", name="retrain").obj()
     job["spec"].update(parallelism=1, completions=1, suspend=False)
     return job
 
@@ -167,7 +158,7 @@ def test_the_submitter_and_the_controllers_the_policy_trusts_change_anything() -
         for account in (JOB_CONTROLLER, CRONJOB_CONTROLLER, SLUICEGATE):
             assert edit(kind, spec(parallelism=4), account) == Admit()
     # A controller the Policy does not trust is anyone else.
-    only_jobs = vision_catalog(policy=make_policy(trustedControllers=[JOB_CONTROLLER]))
+    only_jobs = vision_catalog(policy=MakePolicy().set(trustedControllers=[JOB_CONTROLLER]).obj())
     old = carols_cronjob()
     decision = run(update(old, changed(old, ATTACK), CRONJOB_CONTROLLER, kind=CRONJOB), NLP, only_jobs)
     assert isinstance(decision, Deny), decision
@@ -184,7 +175,8 @@ def test_a_job_the_cronjob_controller_made_for_someone_is_theirs_too() -> None:
 
 def test_a_job_without_a_stamp_is_anyones_with_rbac_to_change_it() -> None:
     """Sluicegate never judged who made it (its pods are judged as whoever creates them)."""
-    plain = make_job(make_pod().main("image", "etl:1").template(), "etl", "nlp-research")
+    template = MakePod.submitted().main("image", "etl:1").template()
+    plain = MakeJob(template, namespace="nlp-research", name="etl").obj()
     assert run(update(plain, changed(plain, spec(parallelism=4)), "dmitri", kind=JOB), NLP) == Admit()
     assert isinstance(edit(JOB, spec(parallelism=4)), Deny)
 

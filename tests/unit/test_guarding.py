@@ -11,27 +11,21 @@ from policy import keys
 from policy.admitting import review
 from policy.guarding import release_queue
 from policy.reviews import JOB, Admit, Decision, Deny, Kind, Release, Request
-from tests.admission_builders import (
-    NOW,
-    SLUICEGATE,
-    PodBuilder,
-    make_job,
-    make_namespace,
-    make_pod,
-    update,
-    vision_catalog,
-)
+from tests.admission_world import SLUICEGATE, vision_catalog, vision_ml
+from tests.builders import NOW, MakeJob, MakePod, update
 
 ADMITTED = (
-    make_pod().queue("vision-train").label(keys.TEAM_LABEL, "vision").submitter("alice").gpus(1).gated()
+    MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision").submitter("alice").gpus(1)
+            .gated()
 )
 
 
 def run(request: Request) -> Decision:
-    return review(request, make_namespace(), vision_catalog(), controller=SLUICEGATE, now=NOW)
+    return review(request, vision_ml().model(), vision_catalog(),
+                  controller=SLUICEGATE, now=NOW)
 
 
-def changed(builder: PodBuilder, change: Any) -> dict[str, Any]:
+def changed(builder: MakePod, change: Any) -> dict[str, Any]:
     pod = builder.obj()
     change(pod)
     return pod
@@ -124,8 +118,8 @@ def test_only_the_controller_touches_the_gate_and_sluicegates_keys(
 
 
 def test_a_suspended_jobs_template_keeps_its_stamp() -> None:
-    old = make_job(make_pod().queue("vision-train").submitter("alice").template())
-    new = make_job(make_pod().queue("vision-train").submitter("pat").template())
+    old = MakeJob(MakePod.submitted().queue("vision-train").submitter("alice").template()).obj()
+    new = MakeJob(MakePod.submitted().queue("vision-train").submitter("pat").template()).obj()
     assert run(update(old, new, "alice", kind=JOB)) == Deny(
         "annotation sluicegate.dev/submitter cannot be changed on the pod template of a Job once it exists: "
         "only Sluicegate's controller may change sluicegate.dev/ labels and annotations"
@@ -185,7 +179,8 @@ def ungate_and(change: Any) -> Any:
 def test_break_glass(change: Any, may_release: bool, outcome: Admit | Deny) -> None:
     request = update(ADMITTED.obj(), changed(ADMITTED, change), BREAK_GLASS)
     decision = review(
-        request, make_namespace(), vision_catalog(), controller=SLUICEGATE, now=NOW, may_release=may_release
+        request, vision_ml().model(), vision_catalog(), controller=SLUICEGATE,
+                      now=NOW, may_release=may_release
     )
     assert decision == outcome
 
@@ -224,7 +219,7 @@ def test_a_release_by_hand_says_who_and_which_queue() -> None:
             id="a subresource needs nothing",
         ),
         pytest.param(
-            lambda: update(make_pod().gated().obj(), make_pod().obj(), BREAK_GLASS),
+            lambda: update(MakePod.submitted().gated().obj(), MakePod.submitted().obj(), BREAK_GLASS),
             None,
             id="a gated pod without a queue cannot be released by hand",
         ),

@@ -11,13 +11,13 @@ from policy import keys
 from policy.fields import InvalidObject
 from policy.merging import apply_preset, apply_presets, main_container_index
 from policy.presets import Preset, Strategy
-from tests.admission_builders import PresetBuilder, make_pod, make_preset
+from tests.builders import MakePod, MakePreset
 
 # --- parsing --------------------------------------------------------------------------------
 
 
 def test_a_bare_preset_replaces_and_sets_nothing() -> None:
-    preset = Preset.parse(make_preset("empty").obj())
+    preset = Preset.parse(MakePreset("empty").obj())
     assert preset.strategy is Strategy.REPLACE
     assert preset.queue == ""
     assert preset.workflow_max_running is None
@@ -54,91 +54,91 @@ def test_the_full_shape_from_the_design_parses() -> None:
     ("builder", "message"),
     [
         pytest.param(
-            make_preset("p").strategy("merge"),
+            MakePreset("p").strategy("merge"),
             "Preset p: spec.patchStrategy: 'merge' is not one of replace, isnull, post_merge, pre_merge",
             id="an unknown strategy is refused, naming the four",
         ),
         pytest.param(
-            make_preset("p").workflow_max_running(-1),
+            MakePreset("p").workflow_max_running(-1),
             "Preset p: spec.workflowMaxRunning: must be at least 1, got -1",
             id="a negative workflow limit is refused",
         ),
         pytest.param(
-            make_preset("p").workflow_max_running(0),
+            MakePreset("p").workflow_max_running(0),
             "Preset p: spec.workflowMaxRunning: must be at least 1, got 0",
             id="a zero workflow limit is refused: no workflow could ever run",
         ),
         pytest.param(
-            make_preset("p").workflow_max_running("4"),
+            MakePreset("p").workflow_max_running("4"),
             "Preset p: spec.workflowMaxRunning: expected a whole number, got '4'",
             id="a workflow limit written as a string is refused",
         ),
         pytest.param(
-            make_preset("p").requests(gpu="8x"),
+            MakePreset("p").requests(gpu="8x"),
             "Preset p: spec.container.resources.requests.nvidia.com/gpu: "
             "'8x' is not a quantity (examples: 2, 500m, 16Gi, 1e3)",
             id="a malformed quantity is refused, naming the resource",
         ),
         pytest.param(
-            make_preset("p").limits(memory="-1Gi"),
+            MakePreset("p").limits(memory="-1Gi"),
             "Preset p: spec.container.resources.limits.memory: '-1Gi' is negative",
             id="a negative quantity is refused",
         ),
         pytest.param(
-            make_preset("p").pod("hostNetwork", True),
+            MakePreset("p").pod("hostNetwork", True),
             "Preset p: spec.pod: unknown field hostNetwork (known: affinity, nodeSelector, "
             "priorityClassName, runtimeClassName, tolerations, volumes)",
             id="a pod field presets do not carry is refused, listing the known ones",
         ),
         pytest.param(
-            make_preset("p").container("command", ["sh"]),
+            MakePreset("p").container("command", ["sh"]),
             "Preset p: spec.container: unknown field command (known: env, envFrom, resources, volumeMounts)",
             id="a container field presets do not carry is refused",
         ),
         pytest.param(
-            make_preset("p").label(keys.QUEUE_LABEL, "q"),
+            MakePreset("p").pod_label(keys.QUEUE_LABEL, "q"),
             "Preset p: spec.metadata.labels.sluicegate.dev/queue: presets may not set sluicegate.dev/ keys "
             "(use spec.queue and spec.workflowMaxRunning)",
             id="a preset may not write Sluicegate's keys",
         ),
         pytest.param(
-            make_preset("p").container("env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
+            MakePreset("p").container("env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
             "Preset p: spec.container.env[1]: name 'A' appears twice",
             id="an env var defined twice is refused: the merge could not be idempotent",
         ),
         pytest.param(
-            make_preset("p").container("volumeMounts", [{"name": "data"}]),
+            MakePreset("p").container("volumeMounts", [{"name": "data"}]),
             "Preset p: spec.container.volumeMounts[0]: mountPath is missing",
             id="a mount without a path is refused",
         ),
         pytest.param(
-            make_preset("p").container("envFrom", [{"prefix": "X_"}]),
+            MakePreset("p").container("envFrom", [{"prefix": "X_"}]),
             "Preset p: spec.container.envFrom[0]: configMapRef.name or secretRef.name is missing",
             id="an envFrom without a source is refused",
         ),
         pytest.param(
-            make_preset("p").pod("tolerations", {"key": "gpu"}),
+            MakePreset("p").pod("tolerations", {"key": "gpu"}),
             "Preset p: spec.pod.tolerations: expected a list, got dict",
             id="a list written as an object is refused",
         ),
         pytest.param(
-            make_preset("p").pod("priorityClassName", 5),
+            MakePreset("p").pod("priorityClassName", 5),
             "Preset p: spec.pod.priorityClassName: expected a string, got 5",
             id="a priority class that is not a string is refused",
         ),
         pytest.param(
-            make_preset("p").pod("nodeSelector", {"pool": 1}),
+            MakePreset("p").pod("nodeSelector", {"pool": 1}),
             "Preset p: spec.pod.nodeSelector.pool: expected a string, got 1",
             id="a node selector value that is not a string is refused",
         ),
         pytest.param(
-            make_preset("p").queue(["a"]),  # type: ignore[arg-type]
+            MakePreset("p").queue(["a"]),  # type: ignore[arg-type]
             "Preset p: spec.queue: expected a queue name, got ['a']",
             id="a queue that is not a name is refused",
         ),
     ],
 )
-def test_a_bad_spec_is_refused_with_the_field_named(builder: PresetBuilder, message: str) -> None:
+def test_a_bad_spec_is_refused_with_the_field_named(builder: MakePreset, message: str) -> None:
     with pytest.raises(InvalidObject) as caught:
         Preset.parse(builder.obj())
     assert str(caught.value) == message
@@ -155,7 +155,7 @@ def test_a_preset_without_a_name_is_refused() -> None:
 GPU = keys.GPU_RESOURCE
 
 
-def merged(pod: dict[str, Any], builder: PresetBuilder) -> dict[str, Any]:
+def merged(pod: dict[str, Any], builder: MakePreset) -> dict[str, Any]:
     return apply_preset(pod, Preset.parse(builder.obj()))
 
 
@@ -165,14 +165,14 @@ def main_container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 POD_WITH_EVERYTHING = (
-    make_pod()
+    MakePod.submitted()
     .label("app", "train")
-    .spec("nodeSelector", {"pool": "h100", "zone": "a"})
-    .spec("tolerations", [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+    .spec(nodeSelector={"pool": "h100", "zone": "a"})
+    .spec(tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
                            {"key": "spot", "operator": "Exists"}])
-    .spec("affinity", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}})
-    .spec("priorityClassName", "low")
-    .spec("volumes", [{"name": "data", "emptyDir": {}}])
+    .spec(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}})
+    .spec(priorityClassName="low")
+    .spec(volumes=[{"name": "data", "emptyDir": {}}])
     .requests(cpu="4", memory="16Gi")
     .env("MODE", "pod")
     .env("SEED", "1")
@@ -182,12 +182,12 @@ POD_WITH_EVERYTHING = (
 )
 
 
-def preset_for_everything(strategy: str) -> PresetBuilder:
+def preset_for_everything(strategy: str) -> MakePreset:
     return (
-        make_preset("shape")
+        MakePreset("shape")
         .strategy(strategy)
-        .label("app", "preset")
-        .label("cost-center", "ml")
+        .pod_label("app", "preset")
+        .pod_label("cost-center", "ml")
         .pod("nodeSelector", {"pool": "a100"})
         .pod("tolerations", [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},
                              {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}])
@@ -337,7 +337,7 @@ def test_merging_twice_is_merging_once(strategy: str) -> None:
 
 @pytest.mark.parametrize("strategy", [s.value for s in Strategy])
 def test_a_bare_pod_takes_everything_the_preset_sets(strategy: str) -> None:
-    pod = merged(make_pod().obj(), preset_for_everything(strategy))
+    pod = merged(MakePod.submitted().obj(), preset_for_everything(strategy))
     assert pod["spec"]["runtimeClassName"] == "nvidia"
     assert pod["spec"]["nodeSelector"] == {"pool": "a100"}
     assert main_container(pod)["resources"] == {"requests": {GPU: "1", "cpu": "8"}, "limits": {GPU: "1"}}
@@ -347,44 +347,48 @@ def test_a_bare_pod_takes_everything_the_preset_sets(strategy: str) -> None:
 @pytest.mark.parametrize(
     ("pod", "index"),
     [
-        pytest.param(make_pod().container("sidecar").obj(), 0, id="the first container when none is named"),
+        pytest.param(MakePod.submitted().container("sidecar", image="sidecar:1").obj(), 0,
+                     id="the first container when none is named"),
         pytest.param(
-            make_pod().container("sidecar").annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "sidecar").obj(),
+            MakePod.submitted().container("sidecar", image="sidecar:1")
+                     .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "sidecar").obj(),
             1,
             id="the container named by kubectl.kubernetes.io/default-container",
         ),
         pytest.param(
-            make_pod().container("sidecar").annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "ghost").obj(),
+            MakePod.submitted().container("sidecar", image="sidecar:1")
+                     .annotation(keys.DEFAULT_CONTAINER_ANNOTATION, "ghost").obj(),
             0,
             id="the first container when the named one does not exist",
         ),
-        pytest.param(make_pod().spec("containers", []).obj(), None, id="none when the pod has no containers"),
+        pytest.param(MakePod.submitted().spec(containers=[]).obj(), None,
+                     id="none when the pod has no containers"),
     ],
 )
 def test_the_container_section_applies_to_the_main_container(pod: dict[str, Any], index: int | None) -> None:
     assert main_container_index(pod) == index
-    result = merged(pod, make_preset("gpu").gpus(1))
+    result = merged(pod, MakePreset("gpu").gpus(1))
     for i, container in enumerate(result["spec"]["containers"]):
         assert ("resources" in container) is (i == index)
 
 
 def test_presets_merge_in_order_each_by_its_own_strategy() -> None:
-    base = Preset.parse(make_preset("base").pod("priorityClassName", "normal").container(
+    base = Preset.parse(MakePreset("base").pod("priorityClassName", "normal").container(
         "env", [{"name": "A", "value": "base"}]).obj())
-    fill = Preset.parse(make_preset("fill").strategy("isnull").pod("priorityClassName", "low").pod(
+    fill = Preset.parse(MakePreset("fill").strategy("isnull").pod("priorityClassName", "low").pod(
         "runtimeClassName", "nvidia").obj())
-    add = Preset.parse(make_preset("add").strategy("post_merge").container(
+    add = Preset.parse(MakePreset("add").strategy("post_merge").container(
         "env", [{"name": "B", "value": "add"}]).obj())
-    pod = apply_presets(make_pod().obj(), [base, fill, add])
+    pod = apply_presets(MakePod.submitted().obj(), [base, fill, add])
     assert pod["spec"]["priorityClassName"] == "normal"
     assert pod["spec"]["runtimeClassName"] == "nvidia"
     assert main_container(pod)["env"] == [{"name": "A", "value": "base"}, {"name": "B", "value": "add"}]
 
 
 def test_a_null_in_the_pod_counts_as_empty() -> None:
-    pod = make_pod().spec("tolerations", None).spec("affinity", None).obj()
+    pod = MakePod.submitted().spec(tolerations=None).spec(affinity=None).obj()
     pod["metadata"]["labels"] = None
-    result = merged(pod, make_preset("p").strategy("isnull").label("a", "b").pod(
+    result = merged(pod, MakePreset("p").strategy("isnull").pod_label("a", "b").pod(
         "tolerations", [{"key": "gpu", "operator": "Exists"}]).pod("affinity", {"podAffinity": {}}))
     assert result["metadata"]["labels"] == {"a": "b"}
     assert result["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]

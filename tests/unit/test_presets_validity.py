@@ -16,7 +16,7 @@ from policy import keys
 from policy.fields import InvalidObject
 from policy.merging import apply_preset
 from policy.presets import Preset
-from tests.admission_builders import PodBuilder, PresetBuilder, make_pod, make_preset
+from tests.builders import MakePod, MakePreset
 
 GPU = keys.GPU_RESOURCE
 TOKEN = {"name": "kube-api-access-x7k2p", "projected": {"sources": [{"serviceAccountToken": {}}]}}
@@ -42,17 +42,17 @@ SHM_MOUNT = {"name": "shm", "mountPath": "/dev/shm"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def as_admitted() -> PodBuilder:
+def as_admitted() -> MakePod:
     """A pod as it reaches admission, after Kubernetes' own admission plugins."""
     return (
-        make_pod()
-        .spec("volumes", [TOKEN])
+        MakePod.submitted()
+        .spec(volumes=[TOKEN])
         .main("volumeMounts", [TOKEN_MOUNT])
-        .spec("tolerations", [NOT_READY, UNREACHABLE])
+        .spec(tolerations=[NOT_READY, UNREACHABLE])
     )
 
 
-def merged(pod: PodBuilder, preset: PresetBuilder) -> dict[str, Any]:
+def merged(pod: MakePod, preset: MakePreset) -> dict[str, Any]:
     return apply_preset(pod.obj(), Preset.parse(preset.obj()))
 
 
@@ -68,7 +68,7 @@ def main(pod: dict[str, Any]) -> dict[str, Any]:
 def test_a_preset_keeps_the_token_volume_and_mount_kubernetes_added(strategy: str) -> None:
     pod = merged(
         as_admitted(),
-        make_preset("shm").strategy(strategy).pod("volumes", [SHM]).container("volumeMounts", [SHM_MOUNT]),
+        MakePreset("shm").strategy(strategy).pod("volumes", [SHM]).container("volumeMounts", [SHM_MOUNT]),
     )
     assert pod["spec"]["volumes"] == [SHM, TOKEN]
     assert main(pod)["volumeMounts"] == [SHM_MOUNT, TOKEN_MOUNT]
@@ -76,29 +76,29 @@ def test_a_preset_keeps_the_token_volume_and_mount_kubernetes_added(strategy: st
 
 @pytest.mark.parametrize("strategy", ["replace", "isnull", "post_merge", "pre_merge"])
 def test_a_preset_keeps_the_default_tolerations_kubernetes_added(strategy: str) -> None:
-    pod = merged(as_admitted(), make_preset("gpu-nodes").strategy(strategy).pod("tolerations", [GPU_TAINT]))
+    pod = merged(as_admitted(), MakePreset("gpu-nodes").strategy(strategy).pod("tolerations", [GPU_TAINT]))
     assert pod["spec"]["tolerations"] == [GPU_TAINT, NOT_READY, UNREACHABLE]
 
 
 def test_replace_still_replaces_what_the_user_wrote() -> None:
     pod = merged(
-        as_admitted().spec("tolerations", [NOT_READY, {"key": "spot", "operator": "Exists"}]),
-        make_preset("gpu-nodes").pod("tolerations", [GPU_TAINT]),
+        as_admitted().spec(tolerations=[NOT_READY, {"key": "spot", "operator": "Exists"}]),
+        MakePreset("gpu-nodes").pod("tolerations", [GPU_TAINT]),
     )
     assert pod["spec"]["tolerations"] == [GPU_TAINT, NOT_READY]
 
 
 def test_a_preset_may_restate_an_injected_toleration_with_its_own_grace() -> None:
     patient = {**NOT_READY, "tolerationSeconds": 3600}
-    pod = merged(as_admitted(), make_preset("patient").pod("tolerations", [patient]))
+    pod = merged(as_admitted(), MakePreset("patient").pod("tolerations", [patient]))
     assert pod["spec"]["tolerations"] == [patient, UNREACHABLE]
 
 
 # --- 8. requests and limits stay consistent ---------------------------------------------------
 
-TWO_GPUS = make_pod().main("resources", {"requests": {GPU: "2"}, "limits": {GPU: "2"}})
-CPU_LIMIT_2 = make_pod().main("resources", {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}})
-CPU_REQUEST_2 = make_pod().main("resources", {"requests": {"cpu": "2"}})
+TWO_GPUS = MakePod.submitted().main("resources", {"requests": {GPU: "2"}, "limits": {GPU: "2"}})
+CPU_LIMIT_2 = MakePod.submitted().main("resources", {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}})
+CPU_REQUEST_2 = MakePod.submitted().main("resources", {"requests": {"cpu": "2"}})
 
 
 @pytest.mark.parametrize(
@@ -106,68 +106,68 @@ CPU_REQUEST_2 = make_pod().main("resources", {"requests": {"cpu": "2"}})
     [
         pytest.param(
             TWO_GPUS,
-            make_preset("one").limits(gpu="1"),
+            MakePreset("one").limits(gpu="1"),
             {"requests": {GPU: "1"}, "limits": {GPU: "1"}},
             id="a GPU limit from a preset sets the request too: GPUs need request = limit",
         ),
         pytest.param(
             TWO_GPUS,
-            make_preset("one").requests(gpu="1"),
+            MakePreset("one").requests(gpu="1"),
             {"requests": {GPU: "1"}, "limits": {GPU: "1"}},
             id="a GPU request from a preset sets the limit too",
         ),
         pytest.param(
-            make_pod(),
-            make_preset("one").requests(gpu="1"),
+            MakePod.submitted(),
+            MakePreset("one").requests(gpu="1"),
             {"requests": {GPU: "1"}, "limits": {GPU: "1"}},
             id="a GPU request alone gets the limit a GPU needs",
         ),
         pytest.param(
             CPU_LIMIT_2,
-            make_preset("big").requests(cpu="4"),
+            MakePreset("big").requests(cpu="4"),
             {"requests": {"cpu": "4"}, "limits": {"cpu": "4"}},
             id="a cpu request above the pod's limit raises the limit to it",
         ),
         pytest.param(
             CPU_REQUEST_2,
-            make_preset("small").limits(cpu="1"),
+            MakePreset("small").limits(cpu="1"),
             {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
             id="a cpu limit below the pod's request lowers the request to it",
         ),
         pytest.param(
             CPU_LIMIT_2,
-            make_preset("some").requests(cpu="1"),
+            MakePreset("some").requests(cpu="1"),
             {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}},
             id="a consistent cpu request leaves the limit alone",
         ),
         pytest.param(
             TWO_GPUS,
-            make_preset("one").strategy("pre_merge").limits(gpu="1"),
+            MakePreset("one").strategy("pre_merge").limits(gpu="1"),
             {"requests": {GPU: "2"}, "limits": {GPU: "2"}},
             id="pre_merge: the pod's GPUs win as a pair",
         ),
         pytest.param(
             CPU_REQUEST_2,
-            make_preset("small").strategy("isnull").limits(cpu="1"),
+            MakePreset("small").strategy("isnull").limits(cpu="1"),
             {"requests": {"cpu": "2"}},
             id="isnull: a limit below the pod's own request is not filled in",
         ),
         pytest.param(
             CPU_REQUEST_2,
-            make_preset("roomy").strategy("isnull").limits(cpu="4"),
+            MakePreset("roomy").strategy("isnull").limits(cpu="4"),
             {"requests": {"cpu": "2"}},
             id="isnull: a resource the pod names keeps its pair, even where the preset's limit would fit",
         ),
         pytest.param(
             CPU_REQUEST_2,
-            make_preset("roomy").strategy("isnull").limits(memory="4Gi"),
+            MakePreset("roomy").strategy("isnull").limits(memory="4Gi"),
             {"requests": {"cpu": "2"}, "limits": {"memory": "4Gi"}},
             id="isnull: a resource the pod does not name takes the preset's",
         ),
     ],
 )
 def test_a_preset_sets_both_sides_of_a_resource_consistently(
-    pod: PodBuilder, preset: PresetBuilder, resources: dict[str, Any]
+    pod: MakePod, preset: MakePreset, resources: dict[str, Any]
 ) -> None:
     result = merged(pod, preset)
     assert main(result)["resources"] == resources
@@ -178,19 +178,19 @@ def test_a_preset_sets_both_sides_of_a_resource_consistently(
     ("preset", "message"),
     [
         pytest.param(
-            make_preset("p").requests(gpu="1").limits(gpu="2"),
+            MakePreset("p").requests(gpu="1").limits(gpu="2"),
             "Preset p: spec.container.resources requests 1 nvidia.com/gpu but its limit is 2; "
             "nvidia.com/gpu needs request = limit",
             id="a preset whose GPU request and limit differ is refused",
         ),
         pytest.param(
-            make_preset("p").requests(cpu="4").limits(cpu="2"),
+            MakePreset("p").requests(cpu="4").limits(cpu="2"),
             "Preset p: spec.container.resources requests 4 cpu, more than its limit 2",
             id="a preset whose cpu request exceeds its limit is refused",
         ),
     ],
 )
-def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message: str) -> None:
+def test_a_preset_at_odds_with_itself_is_refused(preset: MakePreset, message: str) -> None:
     with pytest.raises(InvalidObject) as caught:
         Preset.parse(preset.obj())
     assert str(caught.value) == message
@@ -204,19 +204,19 @@ def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message:
     [
         pytest.param(
             ("spec", "volumes"),
-            make_preset("shm").strategy("isnull").pod("volumes", [SHM]),
+            MakePreset("shm").strategy("isnull").pod("volumes", [SHM]),
             [SHM, TOKEN],
             id="a volume is added beside the token volume, which stays last",
         ),
         pytest.param(
             ("main", "volumeMounts"),
-            make_preset("shm").strategy("isnull").container("volumeMounts", [SHM_MOUNT]),
+            MakePreset("shm").strategy("isnull").container("volumeMounts", [SHM_MOUNT]),
             [SHM_MOUNT, TOKEN_MOUNT],
             id="a mount is added beside the token mount",
         ),
         pytest.param(
             ("spec", "tolerations"),
-            make_preset("gpu")
+            MakePreset("gpu")
             .strategy("isnull")
             .pod("tolerations", [GPU_TAINT, {**NOT_READY, "tolerationSeconds": 1}]),
             [GPU_TAINT, NOT_READY, UNREACHABLE],
@@ -224,7 +224,7 @@ def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message:
         ),
         pytest.param(
             ("main", "env"),
-            make_preset("env")
+            MakePreset("env")
             .strategy("isnull")
             .container("env", [{"name": "MODE", "value": "preset"}, {"name": "NCCL", "value": "1"}]),
             [{"name": "MODE", "value": "pod"}, {"name": "NCCL", "value": "1"}],
@@ -233,7 +233,7 @@ def test_a_preset_at_odds_with_itself_is_refused(preset: PresetBuilder, message:
     ],
 )
 def test_isnull_adds_each_item_the_pod_has_none_of(
-    field: tuple[str, str], preset: PresetBuilder, expected: list[Any]
+    field: tuple[str, str], preset: MakePreset, expected: list[Any]
 ) -> None:
     pod = merged(as_admitted().env("MODE", "pod"), preset)
     where, name = field

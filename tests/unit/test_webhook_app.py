@@ -16,8 +16,9 @@ from prometheus_client import CollectorRegistry
 from policy import keys, patching
 from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
-from tests.admission_builders import make_job, make_namespace, make_pod, vision_catalog
-from tests.webhook_builders import CONTROLLER, FixedSource, body, review
+from tests.admission_world import vision_catalog, vision_ml
+from tests.builders import MakeJob, MakePod
+from tests.webhook_builders import CONTROLLER, FixedSource, body, post, review
 from webhook.application import build_app, operations_app
 from webhook.metrics import AdmissionMetrics
 from webhook.settings import Settings
@@ -26,7 +27,8 @@ SETTINGS = Settings(controller=CONTROLLER, max_body_bytes=1024 * 1024)
 
 
 def source(*, synced: bool = True) -> FixedSource:
-    return FixedSource(vision_catalog(), {"vision-ml": make_namespace(default_queue="vision-train")},
+    return FixedSource(vision_catalog(), {"vision-ml": vision_ml()
+                                          .default_queue("vision-train").model()},
                        synced=synced)
 
 
@@ -40,12 +42,6 @@ async def client(metrics: AdmissionMetrics) -> AsyncIterator[TestClient[Any, Any
     async with TestClient(TestServer(build_app(SETTINGS, source(), metrics))) as c:
         yield c
 
-
-async def post(client: TestClient[Any, Any], path: str, doc: Any) -> dict[str, Any]:
-    response = await client.post(path, data=body(doc))
-    assert response.status == 200, await response.text()
-    answer: dict[str, Any] = (await response.json())["response"]
-    return answer
 
 
 def patched(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def sample(metrics: AdmissionMetrics, name: str, **labels: str) -> float:
 async def test_a_gpu_pod_is_answered_with_the_patch_that_queues_and_gates_it(
     client: TestClient[Any, Any], metrics: AdmissionMetrics
 ) -> None:
-    pod = make_pod().gpus(1).obj()
+    pod = MakePod.submitted().gpus(1).obj()
     doc = review(pod, kind=POD)
     answer = await post(client, "/mutate", doc)
 
@@ -79,7 +75,8 @@ async def test_a_gpu_pod_is_answered_with_the_patch_that_queues_and_gates_it(
 async def test_a_refusal_carries_policys_message_and_is_counted_by_reason(
     client: TestClient[Any, Any], metrics: AdmissionMetrics
 ) -> None:
-    answer = await post(client, "/mutate", review(make_pod().queue("prod-train").gpus(1).obj(), kind=POD))
+    answer = await post(client, "/mutate", review(MakePod.submitted().queue("prod-train").gpus(1).obj(),
+                                                  kind=POD))
 
     assert answer["allowed"] is False
     assert answer["status"]["code"] == 403
@@ -91,7 +88,7 @@ async def test_a_refusal_carries_policys_message_and_is_counted_by_reason(
 
 
 async def test_the_validating_webhook_passes_the_pod_admission_produced(client: TestClient[Any, Any]) -> None:
-    pod = make_pod().gpus(1).obj()
+    pod = MakePod.submitted().gpus(1).obj()
     admitted = patched(pod, await post(client, "/mutate", review(pod, kind=POD)))
 
     answer = await post(client, "/validate", review(admitted, kind=POD))
@@ -102,7 +99,7 @@ async def test_the_validating_webhook_passes_the_pod_admission_produced(client: 
 async def test_the_validating_webhook_refuses_a_pod_a_later_webhook_ungated(
     client: TestClient[Any, Any], metrics: AdmissionMetrics
 ) -> None:
-    pod = make_pod().gpus(1).obj()
+    pod = MakePod.submitted().gpus(1).obj()
     admitted = patched(pod, await post(client, "/mutate", review(pod, kind=POD)))
     del admitted["spec"]["schedulingGates"]
 
@@ -117,7 +114,7 @@ async def test_the_validating_webhook_refuses_a_pod_a_later_webhook_ungated(
 
 
 async def test_a_job_is_stamped_with_its_submitter(client: TestClient[Any, Any]) -> None:
-    job = make_job(make_pod().gpus(1).template())
+    job = MakeJob(MakePod.submitted().gpus(1).template()).obj()
     out = patched(job, await post(client, "/mutate", review(job, kind=JOB, groups=("vision-devs",))))
 
     stamp = out["spec"]["template"]["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]
@@ -128,8 +125,9 @@ async def test_a_count_of_thousands_of_digits_is_denied_with_a_message_not_answe
     client: TestClient[Any, Any]
 ) -> None:
     huge = "9" * 5000
-    pod = make_pod().gpus(1).workflow("sweep").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, huge)
-    job = make_job(make_pod().gpus(1).annotation(keys.GROUP_SIZE_ANNOTATION, huge).group("ring").template())
+    pod = MakePod.submitted().gpus(1).workflow("sweep").annotation(keys.WORKFLOW_MAX_RUNNING_ANNOTATION, huge)
+    grouped = MakePod.submitted().gpus(1).annotation(keys.GROUP_SIZE_ANNOTATION, huge).group("ring")
+    job = MakeJob(grouped.template()).obj()
 
     for doc in (review(pod.obj(), kind=POD), review(job, kind=JOB)):
         answer = await post(client, "/mutate", doc)
@@ -180,13 +178,13 @@ async def test_a_malformed_body_is_answered_400_with_what_is_wrong(
 async def test_a_pod_nested_deeper_than_any_api_server_sends_is_answered_400_not_500(
     client: TestClient[Any, Any],
 ) -> None:
-    pod = make_pod().gpus(1).obj()
+    pod = MakePod.submitted().gpus(1).obj()
     pod["spec"]["x"] = json.loads("[" * 900 + "]" * 900)
     response = await client.post("/mutate", data=body(review(pod, kind=POD)))
     assert response.status == 400
     assert (await response.json())["error"].endswith("nested too deeply")
 
-    answer = await post(client, "/mutate", review(make_pod().gpus(1).obj(), kind=POD))
+    answer = await post(client, "/mutate", review(MakePod.submitted().gpus(1).obj(), kind=POD))
     assert answer["allowed"] is True
 
 
@@ -198,7 +196,7 @@ async def test_a_body_over_the_bound_is_answered_413_and_the_server_keeps_servin
     error = (await response.json())["error"]
     assert error == f"the request body is larger than {SETTINGS.max_body_bytes} bytes"
 
-    answer = await post(client, "/mutate", review(make_pod().gpus(1).obj(), kind=POD))
+    answer = await post(client, "/mutate", review(MakePod.submitted().gpus(1).obj(), kind=POD))
     assert answer["allowed"] is True
 
 
@@ -215,7 +213,7 @@ async def test_readyz_waits_for_the_cache_and_metrics_count_what_was_answered(
 
         unsynced.synced = True
         assert (await ops.get("/readyz")).status == 200
-        await post(admission, "/mutate", review(make_pod("web").obj(), kind=POD))
+        await post(admission, "/mutate", review(MakePod.submitted(name="web").obj(), kind=POD))
         text = await (await ops.get("/metrics")).text()
         counted = 'sluicegate_admission_requests_total{kind="Pod",operation="CREATE",result="allowed"} 1.0'
         assert counted in text
@@ -238,7 +236,7 @@ async def test_a_job_whose_pods_would_preempt_is_refused_from_the_classes_the_we
 ) -> None:
     app = build_app(SETTINGS, source(), metrics, classes=Classes())
     async with TestClient(TestServer(app)) as client:
-        job = make_job(make_pod().gpus(1).spec("priorityClassName", "high").template())
+        job = MakeJob(MakePod.submitted().gpus(1).spec(priorityClassName="high").template()).obj()
         answer = await post(client, "/mutate", review(job, kind=JOB))
         assert answer["allowed"] is False
         assert answer["status"]["message"].startswith(
@@ -247,5 +245,5 @@ async def test_a_job_whose_pods_would_preempt_is_refused_from_the_classes_the_we
         assert answer["status"]["message"].endswith("(queued-high), or remove priorityClassName")
         assert sample(metrics, "sluicegate_admission_denials_total", reason="PriorityClass") == 1
 
-        job = make_job(make_pod().gpus(1).spec("priorityClassName", "queued-high").template())
+        job = MakeJob(MakePod.submitted().gpus(1).spec(priorityClassName="queued-high").template()).obj()
         assert (await post(client, "/mutate", review(job, kind=JOB)))["allowed"] is True

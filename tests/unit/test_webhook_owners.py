@@ -17,15 +17,9 @@ from kube.reflecting import Reflector
 from kube.resources import JOBS
 from policy import keys
 from policy.reviews import JOB, POD
-from tests.admission_builders import (
-    JOB_CONTROLLER,
-    make_job,
-    make_namespace,
-    make_pod,
-    vision_catalog,
-    written_by_sluicegate,
-)
-from tests.webhook_builders import CONTROLLER, FixedSource, body, review
+from tests.admission_world import JOB_CONTROLLER, vision_catalog, vision_ml, written_by_sluicegate
+from tests.builders import MakeJob, MakePod
+from tests.webhook_builders import CONTROLLER, FixedSource, post, review
 from webhook.application import build_app
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators, JobStamp
@@ -54,16 +48,16 @@ class Jobs:
 
 
 def stamped_job(name: str = "train", *, uid: str = "uid-train", by: str | None = "alice") -> dict[str, Any]:
-    pod = make_pod().gpus(1)
+    pod = MakePod.submitted().gpus(1)
     template = (pod.submitter(by, "vision-devs") if by is not None else pod).template()
-    job = make_job(template, name)
+    job = MakeJob(template, name=name).obj()
     job["metadata"].update(uid=uid, resourceVersion="7")
     return job
 
 
 def job_pod(stamp: str | None) -> dict[str, Any]:
     """A GPU pod of Job "train" (uid-train) as the Job controller creates it."""
-    pod = make_pod().gpus(1).owned_by(JOB)
+    pod = MakePod.submitted().gpus(1).owned_by(JOB)
     if stamp is not None:
         pod = pod.submitter(stamp, "vision-devs")
     return pod.obj()
@@ -86,18 +80,13 @@ def deliver(reflector: Reflector[JobStamp], job: dict[str, Any]) -> None:
 
 @pytest.fixture
 async def client(api: Jobs, watched: Reflector[JobStamp]) -> AsyncIterator[TestClient[Any, Any]]:
-    source = FixedSource(vision_catalog(), {"vision-ml": make_namespace(default_queue="vision-train")})
+    source = FixedSource(vision_catalog(), {"vision-ml": vision_ml()
+                                            .default_queue("vision-train").model()})
     owners = JobCreators(cast(Connection, api), watched)
     app = build_app(SETTINGS, source, AdmissionMetrics(CollectorRegistry()), owners=owners)
     async with TestClient(TestServer(app)) as c:
         yield c
 
-
-async def post(client: TestClient[Any, Any], path: str, doc: Any) -> dict[str, Any]:
-    response = await client.post(path, data=body(doc))
-    assert response.status == 200, await response.text()
-    answer: dict[str, Any] = (await response.json())["response"]
-    return answer
 
 
 def pod_review(pod: dict[str, Any]) -> dict[str, Any]:

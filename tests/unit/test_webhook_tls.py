@@ -14,7 +14,7 @@ from cryptography import x509
 
 from certs.issuing import WebhookFiles, issue
 from process.certificates import ReloadingCertificate
-from tests.admission_builders import vision_catalog
+from tests.admission_world import vision_catalog
 from tests.webhook_builders import CONTROLLER, FixedSource, ServedApp
 from webhook.application import build_app
 from webhook.settings import Settings
