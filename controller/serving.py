@@ -53,7 +53,7 @@ async def serve(settings: Settings) -> None:
     elector = Elector(connection, settings.lease)
     controller = GateController(settings, connection, pods, cache.catalog, elector, metrics,
                                 policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                belongs=lambda ns, team: _team_of(cache, ns) == team)
+                                team_of=lambda ns: _team_of(cache, ns))
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
