@@ -4,7 +4,7 @@ the team admission stamped on them, some never marked by admission, under queue 
 
 The controller's side is a real cycle of ``GateController`` against an API server in memory
 (``tests.fake_api``), its namespaces' teams given as the process gives them (``team_of``): which
-pods lost their gate, the Dispatched condition written on each pod left gated, and the usage its
+pods it released, the Dispatched condition it wants on each pod left gated, and the usage its
 decision counted per queue, team and cluster. The CLI's side is ``stand`` over the same objects as
 the API server sends them. They agree pod by pod (released, or held with this reason and this
 message) and scope by scope (running work and requests per queue, team and cluster).
@@ -77,7 +77,9 @@ def cluster(namespace_teams: dict[str, str | None], queue_limits: list[int | Non
 
 
 async def controller_cycle(seen: Observation) -> tuple[Decision, dict[str, Outcome]]:
-    """One cycle of the gate controller over what was seen, its writes settled."""
+    """One cycle of the gate controller over what was seen: its decision, and for each pod it
+    found gated whether it released it or the condition it wants on it (written in the
+    background; ``Explainer.current`` is what the pod shows once the writes land)."""
     api = FakeApi()
     for obj in seen.pods:
         api.add(obj)
@@ -87,27 +89,20 @@ async def controller_cycle(seen: Observation) -> tuple[Decision, dict[str, Outco
     teams = {ns.name: ns.team for ns in map(Namespace.parse, seen.namespaces)}
     controller = GateController(SETTINGS, api, cache, lambda: catalog, Leader(), ControllerMetrics(),  # type: ignore[arg-type]
                                 shown=api.shown, team_of=teams.get, wall=lambda: NOW)
-    gated = set(api.gated())
     try:
         decision = controller.cycle()
-        for _ in range(500):
-            await asyncio.sleep(0.002)
-            if not len(controller.releaser) and not len(controller.explainer):
-                break
-        else:
-            raise AssertionError("the controller's writes never settled")
+        released = {p.key for w in decision.release for p in w.pods if p.gated}
+        outcomes: dict[str, Outcome] = {}
+        for found in cache.values():
+            if not found.pod.gated:
+                continue
+            condition = controller.explainer.current(found)
+            if found.key in released:
+                outcomes[found.key] = ("released", "", "")
+            elif condition is not None and condition.status == "False":
+                outcomes[found.key] = ("held", condition.reason, condition.message)
     finally:
         await controller.stop()
-    outcomes: dict[str, Outcome] = {}
-    still = api.gated()
-    for (namespace, name) in api.pods:
-        if name not in gated:
-            continue
-        condition = api.condition(namespace, name)
-        if name not in still:
-            outcomes[f"{namespace}/{name}"] = ("released", "", "")
-        elif condition is not None and condition["status"] == "False":
-            outcomes[f"{namespace}/{name}"] = ("held", condition["reason"], condition["message"])
     return decision, outcomes
 
 
