@@ -20,12 +20,12 @@ from cli.commands import CommandError, add_global_flags
 from cli.leadership import stalled
 from cli.standings import Observation
 from cli.tables import json_text
-from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR
 from kube.connecting import JSON, ApiError, Connection, KubeError
 from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
 from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
 from policy import keys
+from policy.marks import FIELD_SELECTOR, LABEL_SELECTOR
 from process import kubeyaml
 
 T = TypeVar("T")

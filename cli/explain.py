@@ -19,6 +19,11 @@ from cli import clusters
 from cli.commands import Command
 from cli.standings import stand
 from cli.stories import render, tell
+from policy.fields import InvalidObject, Obj
+from policy.marks import counts_for_dispatch
+from policy.membership import Membership, membership
+from policy.pods import Pod
+from policy.quantities import QuantityError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,11 +39,23 @@ def run(args: argparse.Namespace) -> int:
     if not reading.forbidden:  # the opted-in namespaces were read: is the pod's one of them?
         namespace = str((reading.pod.get("metadata") or {}).get("namespace") or "")
         connected = any((ns.get("metadata") or {}).get("name") == namespace for ns in reading.seen.namespaces)
+        # A pod admission marked keeps the team it was admitted to (policy.membership): its
+        # namespace leaving that team holds it, or leaves it counting there; it is not unmanaged.
+        connected = connected or _admitted(reading.pod)
     story = tell(reading.pod, reading.events, standing, reading.forbidden, stalled=reading.stalled,
                  connected=connected)
     text = clusters.structured(story.as_json(), args.output)
     sys.stdout.write(text if text is not None else render(story))
     return 0
+
+
+def _admitted(obj: Obj) -> bool:
+    """Whether the controller still holds or counts the pod whatever its namespace says now."""
+    try:
+        pod = Pod.parse(obj)
+    except (InvalidObject, QuantityError):
+        return False
+    return membership(pod, None, marked=counts_for_dispatch(pod)) is not Membership.NOTHING
 
 
 COMMAND = Command("explain", "one pod's story: who, which presets, why it waits, where it runs",

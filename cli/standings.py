@@ -1,14 +1,19 @@
 """Where every queue and every pending pod stands: the controller's own decision, taken again.
 
 The CLI reads what the controller reads (the Queues, Teams, Presets, the Policy, the opted-in
-namespaces and the managed pods that are not finished), builds the Snapshot the same way
-(``controller.snapshots``, ``controller.managed``: only pods admission marked, in namespaces that
-belong to their team) and calls ``policy.dispatching.dispatch``. So a pod's position and
-reason are the ones the controller works out; only the round-robin turn between queues of
-equal priority is unknown here (it lives in the leader's memory), so the CLI starts from the
-first queue by name, as a restarted controller does.
+namespaces and the managed pods that are not finished: ``policy.marks``' selectors), sorts the
+pods by the controller's own rule (``policy.membership``: a released pod counts toward the team
+admission stamped on it whatever its namespace says now; a gated pod whose namespace left that
+team is held with ``NamespaceLeftTeam``; pods admission never marked count for nothing), builds
+the Snapshot from the pods that count (``policy.workloads.build_workloads``, which the
+controller's incremental building equals) and calls ``policy.dispatching.dispatch``. So a pod's
+position and reason are the ones the controller works out; only the round-robin turn between
+queues of equal priority is unknown here (it lives in the leader's memory), so the CLI starts
+from the first queue by name, as a restarted controller does. A property test holds the two
+equal (tests/property/test_standing_properties.py).
 
-Pure: no I/O. ``cli.clusters`` reads the objects; the commands render the answers.
+Pure: no I/O. ``cli.clusters`` reads the objects; the commands render the answers. Only
+``policy`` is used: the CLI imports nothing of the controller.
 """
 
 from __future__ import annotations
@@ -17,18 +22,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from controller.assumptions import Assumptions
-from controller.conditions import UNPLACEABLE
-from controller.managed import ManagedPod, managed_pod
-from controller.snapshots import SnapshotBuilder
-from controller.statuses import display
-from policy import fields
+from policy import fields, keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, dispatch
 from policy.fields import InvalidObject, Obj
+from policy.marks import counts_for_dispatch
+from policy.membership import Membership, left_team_message, membership
 from policy.model import Namespace, Snapshot, State, Workload
+from policy.pods import Pod
 from policy.quantities import QuantityError
-from policy.usage import tally
+from policy.usage import display, tally
+from policy.workloads import build_workloads
 
 HELD = "held"
 RELEASING = "releasing"
@@ -91,7 +95,7 @@ class Standing:
     snapshot: Snapshot
     decision: Decision
     catalog: Catalog
-    entries: tuple[Entry, ...]  # in dispatch order; the unplaceable ones last
+    entries: tuple[Entry, ...]  # in dispatch order; then those held outside it; the unplaceable last
     unreadable: tuple[str, ...] = ()  # pods that could not be read, and why
     running: Mapping[str, tuple[Workload, ...]] = field(default_factory=dict)  # queue -> running
 
@@ -141,8 +145,8 @@ class Standing:
         return rows
 
 
-def _belongs(namespaces: Iterable[Obj]) -> dict[str, str]:
-    """Namespace -> its team, for the opted-in namespaces."""
+def namespace_teams(namespaces: Iterable[Obj]) -> dict[str, str]:
+    """Namespace -> the team it opts in to, for the opted-in namespaces."""
     out = {}
     for obj in namespaces:
         try:
@@ -154,25 +158,49 @@ def _belongs(namespaces: Iterable[Obj]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Sorted:
+    """The live pods that were read, by ``policy.membership``: those that count (the controller's
+    snapshot holds exactly these), the gated ones whose namespace left their team, and the pods
+    that could not be read."""
+
+    counting: tuple[Pod, ...]
+    left_team: tuple[Pod, ...]
+    unreadable: tuple[str, ...] = ()
+
+
+def sort_pods(pods: Iterable[Obj], teams: Mapping[str, str]) -> Sorted:
+    """Sort what was read as the controller sorts its pods (``policy.membership``), given each
+    opted-in namespace's team; finished pods are left out, as the controller's watch leaves them."""
+    counting: list[Pod] = []
+    left: list[Pod] = []
+    unreadable: list[str] = []
+    for obj in pods:
+        try:
+            pod = Pod.parse(obj)
+        except (InvalidObject, QuantityError) as e:
+            unreadable.append(str(e))
+            continue
+        if pod.terminal:
+            continue
+        standing = membership(pod, teams.get(pod.namespace), marked=counts_for_dispatch(pod))
+        if standing is Membership.COUNTS:
+            counting.append(pod)
+        elif standing is Membership.LEFT_TEAM:
+            left.append(pod)
+    return Sorted(tuple(counting), tuple(left), tuple(unreadable))
+
+
 def stand(seen: Observation) -> Standing:
     """Take the controller's decision on what was seen."""
     catalog = Catalog.from_objects(queues=seen.queues, teams=seen.teams, presets=seen.presets,
                                    policy=seen.policy)
-    teams = _belongs(seen.namespaces)
-    managed: list[ManagedPod] = []
-    unreadable = []
-    for obj in seen.pods:
-        try:
-            found = managed_pod(obj)
-        except (InvalidObject, QuantityError) as e:
-            unreadable.append(str(e))
-            continue
-        if teams.get(found.pod.namespace) == found.pod.team and not found.pod.terminal:
-            managed.append(found)
-    snapshot = SnapshotBuilder(Assumptions()).build(managed, catalog, seen.now)
+    pods = sort_pods(seen.pods, namespace_teams(seen.namespaces))
+    snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(pods.counting),
+                        seen.now)
     decision = dispatch(snapshot)
-    return Standing(snapshot, decision, catalog, _entries(snapshot, decision, managed),
-                    tuple(unreadable), _running(snapshot))
+    return Standing(snapshot, decision, catalog, _entries(snapshot, decision, pods), pods.unreadable,
+                    _running(snapshot))
 
 
 UNDECIDED: Final = "not yet decided by the controller"
@@ -189,33 +217,41 @@ def from_conditions(seen: Observation) -> tuple[Entry, ...]:
     catalog = Catalog.from_objects(queues=seen.queues, teams=seen.teams, presets=seen.presets,
                                    policy=seen.policy)
     resources = catalog.policy.managed_resources
-    teams = _belongs(seen.namespaces)
+    conditions = {_key(obj): _dispatched(obj) for obj in seen.pods}
+    pods = sort_pods(seen.pods, namespace_teams(seen.namespaces))
     held: list[Entry] = []
     unplaceable: list[Entry] = []
-    for obj in seen.pods:
-        try:
-            m = managed_pod(obj)
-        except (InvalidObject, QuantityError):
-            continue
-        pod = m.pod
-        if teams.get(pod.namespace) != pod.team or pod.terminal or not m.marked:
-            continue
+    for pod in (*pods.counting, *pods.left_team):
         gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
         workflow = f"{pod.namespace}/{pod.workflow}" if pod.workflow else ""
         waited = max(0.0, seen.now - pod.created)
         if pod.gated:
-            c = m.condition
-            decided = c is not None and c.status == "False"
-            reason, message = (c.reason, c.message) if c is not None and decided else ("", UNDECIDED)
+            c = conditions.get(pod.key)
+            decided = c is not None and c[0] == "False"
+            reason, message = (c[1], c[2]) if c is not None and decided else ("", UNDECIDED)
             held.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, HELD, reason, message, None,
                               waited, gpus, pod.priority, workflow, pod.key))
         elif not pod.node_name and pod.unschedulable:
             unplaceable.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, UNPLACEABLE_STATE,
-                                     "Dispatched", UNPLACEABLE + pod.unschedulable, None, waited, gpus,
-                                     pod.priority, workflow, pod.key))
+                                     keys.DISPATCHED_REASON, keys.UNPLACEABLE + pod.unschedulable, None,
+                                     waited, gpus, pod.priority, workflow, pod.key))
     held.sort(key=lambda e: (e.queue, -e.priority, -e.waited, e.name))
     unplaceable.sort(key=lambda e: e.key)
     return (*held, *unplaceable)
+
+
+def _key(obj: Obj) -> str:
+    meta = fields.obj(obj.get("metadata"))
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _dispatched(obj: Obj) -> tuple[str, str, str] | None:
+    """The pod's ``sluicegate.dev/Dispatched`` condition: status, reason, message."""
+    for raw in fields.obj(obj.get("status")).get("conditions") or ():
+        c = fields.obj(raw)
+        if c.get("type") == keys.CONDITION:
+            return str(c.get("status") or ""), str(c.get("reason") or ""), str(c.get("message") or "")
+    return None
 
 
 def status_rows(queues: Iterable[Obj], now: float) -> list[QueueRow]:
@@ -254,7 +290,7 @@ def _gpus(w: Workload, managed: Sequence[str]) -> int:
     return sum(w.requests.get(r, 0) for r in managed) // 1000
 
 
-def _entries(snapshot: Snapshot, decision: Decision, managed: Sequence[ManagedPod]) -> tuple[Entry, ...]:
+def _entries(snapshot: Snapshot, decision: Decision, pods: Sorted) -> tuple[Entry, ...]:
     resources = snapshot.policy.managed_resources
     now = snapshot.now
     by_key = {w.key: w for w in snapshot.workloads}
@@ -263,6 +299,12 @@ def _entries(snapshot: Snapshot, decision: Decision, managed: Sequence[ManagedPo
         return [Entry(p.namespace, p.name, w.queue, w.team, state, reason, message, position,
                       max(0.0, now - w.created), _gpus(w, resources), w.priority, w.workflow, w.key)
                 for p in sorted(w.pods, key=lambda p: p.name) if p.gated]
+
+    def alone(pod: Pod, state: str, reason: str, message: str) -> Entry:
+        gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
+        return Entry(pod.namespace, pod.name, pod.queue, pod.team, state, reason, message, None,
+                     max(0.0, now - pod.created), gpus, pod.priority,
+                     f"{pod.namespace}/{pod.workflow}" if pod.workflow else "", pod.key)
 
     releasing = [e for w in decision.release for e in entries_of(w, RELEASING, "", RELEASING_MESSAGE, None)]
     held: list[tuple[tuple[int, int, str], list[Entry]]] = []
@@ -273,15 +315,10 @@ def _entries(snapshot: Snapshot, decision: Decision, managed: Sequence[ManagedPo
         held.append(((-level, wait.position, w.queue),
                      entries_of(w, HELD, wait.reason.value, wait.message, wait.position)))
     held.sort(key=lambda pair: pair[0])
-    unplaceable = []
-    for m in sorted(managed, key=lambda m: m.key):
-        pod = m.pod
-        if pod.gated or pod.node_name or not pod.unschedulable:
-            continue
-        waited = max(0.0, now - pod.created)
-        gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
-        unplaceable.append(Entry(pod.namespace, pod.name, pod.queue, pod.team, UNPLACEABLE_STATE,
-                                 "Dispatched", UNPLACEABLE + pod.unschedulable, None, waited, gpus,
-                                 pod.priority, f"{pod.namespace}/{pod.workflow}" if pod.workflow else "",
-                                 pod.key))
-    return (*releasing, *(e for _, group in held for e in group), *unplaceable)
+    # Held before dispatch, so without a position: their namespace left the team they count for.
+    left = [alone(pod, HELD, keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod))
+            for pod in sorted(pods.left_team, key=lambda p: p.key)]
+    unplaceable = [alone(pod, UNPLACEABLE_STATE, keys.DISPATCHED_REASON, keys.UNPLACEABLE + pod.unschedulable)
+                   for pod in sorted(pods.counting, key=lambda p: p.key)
+                   if not pod.gated and not pod.node_name and pod.unschedulable]
+    return (*releasing, *(e for _, group in held for e in group), *left, *unplaceable)

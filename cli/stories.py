@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing
-from controller.conditions import UNPLACEABLE
 from policy import fields, keys
 from policy.fields import InvalidObject
 from policy.pods import Submitter, pod_requests
@@ -296,7 +295,7 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
     elif not f.node and f.unschedulable:
         assert f.scheduled is not None
         state = UNPLACEABLE_STATE
-        headline = UNPLACEABLE + str(f.scheduled.get("message") or "Unschedulable")
+        headline = keys.UNPLACEABLE + str(f.scheduled.get("message") or "Unschedulable")
         notes = [f"Sluicegate has released it and it keeps its slot in queue {f.queue}; only Kubernetes "
                  "can place it now (no node has room for what it asks, or its queue's node pool has none)"]
     elif not f.node:

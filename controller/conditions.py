@@ -18,14 +18,11 @@ changes between "dispatched" and "waiting for Kubernetes" (or the scheduler's wo
 
 from __future__ import annotations
 
-from typing import Final
-
 from controller.managed import Dispatched, ManagedPod
 from kube.writing import Condition, PodEvent
 from policy import keys
+from policy.membership import left_team_message
 from policy.pods import Pod
-
-UNPLACEABLE: Final = "dispatched, waiting for Kubernetes to place it: "
 
 
 def waiting(reason: keys.Reason, message: str) -> Condition:
@@ -33,19 +30,10 @@ def waiting(reason: keys.Reason, message: str) -> Condition:
     return Condition("False", reason.value, message)
 
 
-OUTSIDE_TEAM: Final = "NamespaceLeftTeam"
-"""The reason a gated pod waits when its namespace no longer opts in to the team admission
-stamped on it: it is not released until the namespace does again (or the pod is recreated)."""
-
-
 def outside_team(pod: Pod) -> Condition:
-    return Condition(
-        "False", OUTSIDE_TEAM,
-        f"namespace {pod.namespace} is no longer opted in to team {pod.team}, which admitted this "
-        f"pod to queue {pod.queue}: it is not released until the namespace's label "
-        f"{keys.TEAM_LABEL} says {pod.team} again; delete it and submit it anew to be judged as "
-        "the namespace is now",
-    )
+    """A gated pod whose namespace no longer opts in to the team admission stamped on it: it is
+    not released until the namespace does again, or the pod is recreated (``policy.membership``)."""
+    return Condition("False", keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod))
 
 
 def dispatched(queue: str) -> Condition:
@@ -60,7 +48,7 @@ def released_by_hand(queue: str) -> Condition:
 
 
 def unplaceable(scheduler_message: str) -> Condition:
-    return Condition("True", keys.DISPATCHED_REASON, UNPLACEABLE + scheduler_message)
+    return Condition("True", keys.DISPATCHED_REASON, keys.UNPLACEABLE + scheduler_message)
 
 
 def for_released(managed: ManagedPod) -> Condition:

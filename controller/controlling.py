@@ -58,6 +58,7 @@ from kube.writing import Ungate, micro_time
 from policy import keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
+from policy.membership import Membership, membership
 from policy.model import Snapshot, State, Workload
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ class GateController:
         metrics: ControllerMetrics,
         parts: Parts,
         *,
-        belongs: Callable[[str, str], bool] = lambda namespace, team: True,
+        team_of: Callable[[str], str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -174,9 +175,9 @@ class GateController:
         """Used for one thing: the fresh list that fences a new term's first cycle."""
         self.pods = pods
         self.catalog = catalog
-        self.belongs = belongs
-        """Whether a namespace is opted in to a team: a gated pod of a namespace that no longer
-        is waits; a released one counts by the team admission stamped on it."""
+        self.team_of = team_of
+        """The team a namespace opts in to now (None: none), for ``policy.membership``; without
+        it every namespace is taken to opt in to the team admission stamped on its pods."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -314,18 +315,22 @@ class GateController:
     def _cycle(self) -> Steps[Decision]:
         started = time.perf_counter()
         now, mono = self._wall(), self._clock()
-        belongs = self.belongs
-        # A released pod counts by the team admission stamped, whatever its namespace says now;
-        # a gated one whose namespace left that team is not released (and says so).
+        team_of = self.team_of
+        # policy.membership: a released pod counts by the team admission stamped, whatever its
+        # namespace says now; a gated one whose namespace left that team is not released (and
+        # says so). Pods admission never marked go with the managed ones, where nothing counts
+        # them (the snapshot leaves them out) but a released one's condition is still read.
         managed: dict[str, ManagedPod] = {}
         strays: dict[str, ManagedPod] = {}
         for batch in batches(list(self.pods.values())):  # no tuple per pod: less for the collector
             yield None
             for p in batch:
-                if not p.pod.gated or belongs(p.pod.namespace, p.pod.team):
-                    managed[p.pod.uid] = p
+                pod = p.pod
+                now_in = team_of(pod.namespace) if team_of is not None else pod.team
+                if membership(pod, now_in, marked=p.marked) is Membership.LEFT_TEAM:
+                    strays[pod.uid] = p
                 else:
-                    strays[p.pod.uid] = p
+                    managed[pod.uid] = p
         big = len(managed) >= OFFLOAD_WORKLOADS
         if big:
             self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``

@@ -55,7 +55,7 @@ class Describer:
         for n, stray in enumerate(strays):
             if n % FEW == 0:
                 yield None
-            counts[(stray.pod.queue, conditions.OUTSIDE_TEAM)] += 1
+            counts[(stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)] += 1
             self.explainer.want(stray, conditions.outside_team(stray.pod))
         return counts
 

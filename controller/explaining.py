@@ -27,12 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from controller.conditions import UNPLACEABLE, as_written
+from controller.conditions import as_written
 from controller.managed import ManagedPod
 from controller.pacing import Steps, batches, run_through
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
 from kube.writing import MESSAGE_CHARACTERS, Condition, PodEvent, emit, write_condition
+from policy import keys
 from policy.limits import NEVER
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class Explainer:
         """The condition, as it is or will be, is True and does not say "waiting for Kubernetes"."""
         written = self._written.get(managed.uid)
         found = written if written is not None else managed.condition
-        return found is not None and found.status == "True" and not found.message.startswith(UNPLACEABLE)
+        return found is not None and found.status == "True" and not found.message.startswith(keys.UNPLACEABLE)
 
     def expects(self, managed: ManagedPod) -> bool:
         """The pod now shows the condition this replica wrote (or is writing) for it."""

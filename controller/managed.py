@@ -9,22 +9,21 @@ Only pods that Sluicegate admitted are watched: those with both the queue and th
 (admission adds the team label to every pod it manages; a queue label alone, on a pod of a
 namespace that has not opted in, is a user's label that nobody manages). Terminal pods are
 left out by a field selector: a pod that finishes leaves the watch as if deleted, which frees
-its slot, and a finished Job's pods cost the controller nothing.
+its slot, and a finished Job's pods cost the controller nothing. Both selectors are
+``policy.marks``', so that the CLI reads exactly these pods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from policy import fields, keys
 from policy.fields import Obj
+from policy.marks import FIELD_SELECTOR as FIELD_SELECTOR  # what the reflector watches, kept in policy
+from policy.marks import LABEL_SELECTOR as LABEL_SELECTOR  # so that the CLI reads the same pods
 from policy.marks import counts_for_dispatch
 from policy.pods import Pod
-
-LABEL_SELECTOR: Final = f"{keys.QUEUE_LABEL},{keys.TEAM_LABEL}"
-FIELD_SELECTOR: Final = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ def gate_controller(
     *,
     shown: Shown,
     policy_exists: Callable[[], bool] = lambda: False,
-    belongs: Callable[[str, str], bool] = lambda namespace, team: True,
+    team_of: Callable[[str], str | None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
 ) -> GateController:
@@ -94,7 +94,7 @@ def gate_controller(
         freezer=Freezer(),
     )
     controller = GateController(settings, connection, pods, catalog, leadership, metrics, parts,
-                                belongs=belongs, clock=clock, wall=wall)
+                                team_of=team_of, clock=clock, wall=wall)
     releaser.on_settled(controller.settled)
     return controller
 
@@ -110,7 +110,7 @@ async def serve(settings: Settings) -> None:
     elector = Elector(connection, settings.lease)
     controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
                                  policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                 belongs=lambda ns, team: _team_of(cache, ns) == team)
+                                 team_of=lambda ns: _team_of(cache, ns))
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed

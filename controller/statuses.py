@@ -4,21 +4,22 @@ Pure: built from the snapshot and the decision, after the cycle's releases (a re
 workload counts as running at once). The status is what ``kubectl get queues`` prints:
 ``pending``, ``running``, ``usage`` (summed requests of running work, as quantities),
 ``oldestPendingTime`` (absent when nothing waits) and ``display`` (``3/8`` running out of
-maxRunning, ``12/16`` managed GPUs used out of quota; ``-`` where there is no limit).
+maxRunning, ``12/16`` managed GPUs used out of quota; ``-`` where there is no limit:
+``policy.usage.display``, which ``sluicegate queues`` shows too).
 The oldest pending workload is given as a time, not an age, so the status changes only when
 the work changes and the controller has nothing to write while a queue simply waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kube.writing import rfc3339
 from policy.model import Snapshot, State
 from policy.quantities import Resources
-from policy.usage import Tally
+from policy.usage import Tally, display
 
 Status = dict[str, Any]
 
@@ -30,22 +31,6 @@ def quantity(milli: int) -> str:
 
 def units(milli: int) -> float:
     return milli / 1000
-
-
-def managed_units(requests: Resources, managed: Sequence[str]) -> int:
-    """Whole devices of the managed resources (GPUs) in ``requests``."""
-    return sum(requests.get(r, 0) for r in managed) // 1000
-
-
-def display(running: int, max_running: int | None, used: Resources, quota: Resources,
-            managed: Sequence[str]) -> dict[str, str]:
-    capped = [r for r in managed if r in quota]
-    # A quota as the messages write it: 1.5 GPUs is 1500m there and here, never rounded to 1.
-    gpus_quota = quantity(sum(quota[r] for r in capped)) if capped else "-"
-    return {
-        "running": f"{running}/{'-' if max_running is None else max_running}",
-        "gpus": f"{managed_units(used, managed)}/{gpus_quota}",
-    }
 
 
 def status(

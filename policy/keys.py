@@ -63,9 +63,15 @@ class Reason(StrEnum):
     HELD_FOR_PRIORITY = "HeldForPriority"
     GROUP_INCOMPLETE = "GroupIncomplete"
     WAITING_TURN = "WaitingTurn"
+    NAMESPACE_LEFT_TEAM = "NamespaceLeftTeam"
+    """Not a dispatch layer's: the pod's namespace no longer opts in to the team admission
+    stamped on it, so the pod never reaches dispatch (``policy.membership``)."""
 
 
 DISPATCHED_REASON: Final = "Dispatched"
+UNPLACEABLE: Final = "dispatched, waiting for Kubernetes to place it: "
+"""How the message of a released pod's condition begins while kube-scheduler cannot place it;
+the scheduler's own words follow."""
 
 # Kubernetes' own keys that Sluicegate reads.
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"

@@ -33,6 +33,14 @@ REINVOCATION_WINDOW: Final = timedelta(seconds=30)
 server reinvokes within the same request, right after the other webhooks."""
 CLOCK_SKEW: Final = timedelta(seconds=5)
 
+LABEL_SELECTOR: Final = f"{keys.QUEUE_LABEL},{keys.TEAM_LABEL}"
+"""The pods the controller watches, and the CLI reads to take its decision again: those with
+both the queue and the team label (admission adds the team label to every pod it manages; a
+queue label alone, on a pod of a namespace that has not opted in, is a user's label)."""
+FIELD_SELECTOR: Final = "status.phase!=Succeeded,status.phase!=Failed"
+"""Terminal pods are left out: a pod that finishes leaves the watch as if deleted, which frees
+its slot."""
+
 
 def utc(now: datetime) -> datetime:
     """``now`` in UTC; a naive time is taken to be UTC already."""

@@ -7,12 +7,12 @@ as it goes; it never leaves the decision that owns it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from policy.model import State, Workload
-from policy.quantities import EMPTY, Resources
+from policy.quantities import EMPTY, Resources, format_amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,3 +189,21 @@ def tally(workloads: Iterable[Workload], queue_names: Iterable[str] = ()) -> Tal
         elif w.state is State.PENDING:
             ledger.wait(w)
     return ledger.tally(queue_names)
+
+
+def managed_units(requests: Resources, managed: Sequence[str]) -> int:
+    """Whole devices of the managed resources (GPUs) in ``requests``."""
+    return sum(requests.get(r, 0) for r in managed) // 1000
+
+
+def display(running: int, max_running: int | None, used: Resources, quota: Resources,
+            managed: Sequence[str]) -> dict[str, str]:
+    """What the status's ``display`` shows of a scope, and ``sluicegate queues`` too: ``3/8``
+    running out of ``maxRunning``, ``12/16`` managed GPUs used out of quota (``-``: no limit)."""
+    capped = [r for r in managed if r in quota]
+    # A quota as the messages write it: 1.5 GPUs is 1500m there and here, never rounded to 1.
+    gpus_quota = format_amount(sum(quota[r] for r in capped)) if capped else "-"
+    return {
+        "running": f"{running}/{'-' if max_running is None else max_running}",
+        "gpus": f"{managed_units(used, managed)}/{gpus_quota}",
+    }

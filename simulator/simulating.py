@@ -3,7 +3,9 @@
 The rules of the replay (docs/reference/recorder-and-records.md, "The replay"):
 
 * Each workload arrives at its recorded ``submitted`` time, whole (a pod group with all its
-  pods), with its recorded queue, team, workflow, priority and requests.
+  pods), with its recorded queue, team, workflow, priority and requests. It counts toward the
+  queue and the team admission stamped on it (``policy.membership``); a setup has no
+  namespaces, so none leaves its team and every record counts where it was recorded.
 * A dispatch cycle runs at every instant at which something happens: an arrival or a
   completion. Events at the same instant make one cycle (completions, then arrivals), as the
   controller's debounce coalesces a burst. There is no fixed tick; nothing else changes the

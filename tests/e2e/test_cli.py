@@ -83,6 +83,34 @@ def test_explain_tells_a_held_pod_an_unplaceable_pod_and_a_finished_pod_apart(
         scene.kubectl("delete", "pod", "huge00", "-n", ns, "--wait=false")
 
 
+def test_a_pod_whose_namespace_left_its_team_is_listed_held_as_the_controller_holds_it(
+    scene: Scene, cluster: LocalCluster
+) -> None:
+    """The namespace loses its team label: its waiting pod is held with NamespaceLeftTeam in
+    ``pods`` and ``explain`` as on its condition, and its running pod still fills the queue."""
+    team = scene.team("vision")
+    one = scene.queue("one", maxRunning=1)
+    ns = scene.namespace(team)
+    scene.pods(ns, one, 2, prefix="p", seconds=HELD_SECONDS)  # p00 runs, p01 waits behind it
+    try:
+        scene.wait_reason(ns, ["p01"], keys.Reason.QUEUE_LIMIT.value)
+        scene.kubectl("label", "namespace", ns, f"{keys.TEAM_LABEL}-")
+        left = scene.wait_condition(ns, "p01", lambda c: c.get("reason") == "NamespaceLeftTeam", "left")
+
+        pending = rows(cli(cluster, f"sluicegate pods -n {ns}"))
+        assert [(r["NAME"], r["QUEUE"], r["POSITION"], r["REASON"]) for r in pending] == [
+            ("p01", one, "-", "NamespaceLeftTeam")]
+        assert pending[0]["MESSAGE"] == left["message"]
+        assert left["message"].startswith(f"namespace {ns} is no longer opted in to team {team}")
+        queues = {r["NAME"]: r for r in rows(cli(cluster, "sluicegate queues"))}
+        assert (queues[one]["RUNNING"], queues[one]["PENDING"]) == ("1/1", "0")  # p00 counts still
+        explained = cli(cluster, f"sluicegate explain p01 -n {ns}")
+        headline = explained.splitlines()[0]
+        assert headline == f"held by Sluicegate: NamespaceLeftTeam: {left['message']}", explained
+    finally:
+        scene.kubectl("delete", "pod", "p00", "-n", ns, "--wait=false")
+
+
 def test_pods_lists_pending_pods_in_dispatch_order_and_queues_shows_each_queues_figures(
     scene: Scene, cluster: LocalCluster
 ) -> None:

@@ -52,10 +52,17 @@ def test_a_namespace_reader_gets_its_pending_pods_with_their_conditions_and_no_p
     assert entries[0].waited == 99.0
 
 
-def test_pods_of_a_namespace_without_its_team_label_are_not_listed() -> None:
-    seen = Observation(namespaces=[MakeNamespace("vision-research").obj()],
-                       pods=[pod("a", "train").gated().obj()], now=T0)
-    assert from_conditions(seen) == ()
+def test_a_namespace_reader_sees_a_pod_held_because_its_namespace_left_its_team() -> None:
+    """The namespace lost its team label: its gated pods are held, and the controller says why on
+    them; a pod of an opted-in namespace that admission never marked is not listed."""
+    words = ("namespace vision-research is no longer opted in to team vision, which admitted this pod to "
+             "queue train")
+    unmarked = MakePod("nlp", "b").queue("train").team("nlp").gpus(1).gated().obj()
+    namespaces = [MakeNamespace("vision-research").obj(), MakeNamespace("nlp").team("nlp").obj()]
+    seen = Observation(namespaces=namespaces,
+                       pods=[held(pod("a", "train"), "NamespaceLeftTeam", words), unmarked], now=T0)
+    assert [(e.name, e.state, e.reason, e.message) for e in from_conditions(seen)] == [
+        ("a", HELD, "NamespaceLeftTeam", words)]
 
 
 def test_queues_from_their_status_show_what_the_controller_wrote() -> None:

@@ -55,10 +55,38 @@ def test_work_that_fits_now_is_shown_as_about_to_be_released() -> None:
     assert entry.state == RELEASING and entry.position is None and not entry.reason
 
 
-def test_pods_of_a_namespace_that_is_not_opted_in_count_for_nothing() -> None:
+def test_a_released_pod_counts_toward_the_team_admission_stamped_whatever_its_namespace_says_now() -> None:
+    """As the controller counts it (policy.membership): a running pod of a namespace that left
+    team vision still takes the queue's one slot and the team's."""
     stray = pod("x", "train", ns="elsewhere").running("n1")
     one = MakeQueue("train").max_running(1)
     standing = stand(seen(stray, pod("p1", "train", at=1).gated(), queues=(one,)))
+    assert [(e.name, e.state, e.reason) for e in standing.lineup()] == [("p1", HELD, "QueueLimit")]
+    assert standing.decision.usage.team("vision").running == 1
+    (row,) = standing.queue_rows()
+    assert (row.running, row.pending) == ("1/1", 1)
+
+
+def test_a_gated_pod_whose_namespace_left_its_team_is_held_with_namespace_left_team() -> None:
+    """Its namespace lost the team label (elsewhere) or names another team (nlp): held, with the
+    reason and message the controller writes, and nowhere in a queue's count."""
+    left = pod("gone", "train", ns="elsewhere", at=1).gated()
+    moved = pod("moved", "train", ns="nlp", at=2).gated()  # admitted for vision; nlp is team nlp now
+    standing = stand(seen(left, moved, pod("p0", "train", at=3).gated(), queues=(MakeQueue("train"),)))
+    assert [(e.name, e.state, e.reason, e.position) for e in standing.lineup()] == [
+        ("p0", RELEASING, "", None),
+        ("gone", HELD, "NamespaceLeftTeam", None), ("moved", HELD, "NamespaceLeftTeam", None)]
+    assert standing.lineup(namespace="elsewhere")[0].message.startswith(
+        "namespace elsewhere is no longer opted in to team vision, which admitted this pod to queue train")
+    (row,) = standing.queue_rows()
+    assert row.pending == 1
+
+
+def test_a_pod_admission_never_marked_counts_for_nothing() -> None:
+    """Queue and team labels without admission's stamp (written before the namespace opted in)."""
+    unmarked = MakePod("vision-research", "x").queue("train").team("vision").gpus(1).running("n1")
+    one = MakeQueue("train").max_running(1)
+    standing = stand(seen(unmarked, pod("p1", "train", at=1).gated(), queues=(one,)))
     assert [e.state for e in standing.lineup()] == [RELEASING]
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from rich.console import Console
 
 from audit.checking import Cap, Limits
-from controller.conditions import UNPLACEABLE
 from demo import board as boards
 from demo import story
 from demo.board import PLACEMENT, UNEXPLAINED, board
@@ -17,6 +16,7 @@ from demo.playing import denial
 from demo.showing import LiveView, PlainView, summary_lines
 from demo.summary import limits, runs, summarize
 from policy import keys
+from policy.keys import UNPLACEABLE
 from records.trace import Phase
 from tests.audit_stories import WALL0, Story
 

@@ -330,7 +330,7 @@ async def test_a_pod_deleted_while_it_waits_is_never_released_and_holds_no_slot(
 async def test_a_pod_of_a_namespace_that_never_opted_in_counts_for_nothing(world: World) -> None:
     """Queue and team labels written by hand in a namespace without the team label (the webhook
     never saw the pod), even with an admission stamp: neither released nor taking a slot."""
-    world.controller.belongs = lambda namespace, team: namespace == NS and team == "vision"
+    world.controller.team_of = {NS: "vision"}.get
     jumper = (MakePod("elsewhere", "jumper").queue("train").team("vision").gpus(1).gated()
               .created(0).admitted(0))
     world.submit(jumper, *(gated_pod(f"p{i}", created=i + 1) for i in range(3)))
@@ -350,7 +350,7 @@ async def test_running_pods_keep_counting_for_their_team_after_their_namespace_i
                .annotation(keys.SUBMITTER_ANNOTATION, '{"user":"alice","groups":[]}') for i in range(2)]
     world.submit(*running, MakePod("nlp", "waiting").queue("train").team("nlp").gpus(1).gated()
                  .created(5).admitted(5))
-    world.controller.belongs = lambda namespace, team: (namespace, team) in {(NS, "nlp"), ("nlp", "nlp")}
+    world.controller.team_of = {NS: "nlp", "nlp": "nlp"}.get
     world.controller.cycle()
     await world.settle()
 
@@ -358,7 +358,7 @@ async def test_running_pods_keep_counting_for_their_team_after_their_namespace_i
 
 
 async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(world: World) -> None:
-    world.controller.belongs = lambda namespace, team: namespace == NS and team == "nlp"
+    world.controller.team_of = {NS: "nlp"}.get
     world.submit(gated_pod("p0"))
     world.controller.cycle()
     await world.settle()
@@ -389,7 +389,7 @@ async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: Wor
 async def test_a_second_cycle_with_nothing_changed_writes_nothing_to_a_pod_whose_namespace_left_its_team(
     world: World,
 ) -> None:
-    world.controller.belongs = lambda namespace, team: namespace == NS and team == "nlp"
+    world.controller.team_of = {NS: "nlp"}.get
     world.submit(gated_pod("p0"), gated_pod("p1"))
     world.controller.cycle()
     await world.settle()
