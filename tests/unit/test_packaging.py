@@ -1,0 +1,136 @@
+"""One list of what ships (docs/decisions/NEW-the-product-and-its-harness.md): pyproject.toml's
+``tool.setuptools.packages.find`` names the product; the wheel finds exactly it; mypy and
+import-linter check the product and the harness, no more, no less; the Containerfile and
+.dockerignore are what ``make containerfile`` writes from the list, and the build context they
+make holds the product alone, with every process the manifests run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import setuptools
+
+from tests import image
+from tests.image import CONTAINERFILE, ROOT, build_context, build_stage, containerfile, dockerignore
+from tests.manifest_files import objects
+
+PRODUCT = image.product()
+HARNESS = image.harness()
+
+
+def test_the_product_and_the_harness_are_apart_and_together_every_package_of_the_checkout() -> None:
+    assert not set(PRODUCT) & set(HARNESS)
+    assert len(set(PRODUCT)) == len(PRODUCT) and len(set(HARNESS)) == len(HARNESS)
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(PRODUCT) | set(HARNESS), "a package of the checkout is neither product nor harness"
+
+
+def test_the_wheel_finds_exactly_the_products_packages_and_their_subpackages() -> None:
+    include = image.pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert include == [name for package in PRODUCT for name in (package, f"{package}.*")]
+    found = setuptools.find_packages(where=str(ROOT), include=include)
+    assert {name.split(".")[0] for name in found} == set(PRODUCT)
+    assert set(found) == {path.parent.relative_to(ROOT).as_posix().replace("/", ".")
+                          for package in PRODUCT for path in (ROOT / package).rglob("__init__.py")}
+
+
+def test_mypy_and_import_linter_check_the_product_and_the_harness() -> None:
+    tools = image.pyproject()["tool"]
+    both = [*PRODUCT, *HARNESS]
+    assert tools["mypy"]["packages"] == both
+    assert tools["importlinter"]["root_packages"] == both
+
+
+def test_the_product_imports_nothing_from_the_harness_by_contract() -> None:
+    (contract,) = [c for c in image.pyproject()["tool"]["importlinter"]["contracts"]
+                   if c["name"].startswith("the product imports nothing from the harness")]
+    assert contract["source_modules"] == list(PRODUCT)
+    assert set(HARNESS) <= set(contract["forbidden_modules"])
+
+
+def test_the_checked_in_containerfile_and_dockerignore_are_what_make_containerfile_writes() -> None:
+    assert CONTAINERFILE.read_text() == containerfile(PRODUCT), "run `make containerfile`"
+    assert (ROOT / ".dockerignore").read_text() == dockerignore(PRODUCT), "run `make containerfile`"
+    assert not (ROOT / ".containerignore").exists(), "podman would read it instead of .dockerignore"
+
+
+def test_the_containerfiles_build_context_is_the_product_and_what_its_wheel_reads(tmp_path: Path) -> None:
+    workdir = build_context(CONTAINERFILE, tmp_path)
+    assert workdir == tmp_path / "src"
+    assert {p.name for p in workdir.iterdir()} == {"pyproject.toml", "README.md", *PRODUCT}
+    for package in PRODUCT:
+        sources = {p.relative_to(ROOT) for p in (ROOT / package).rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts}
+        assert {p.relative_to(workdir) for p in (workdir / package).rglob("*") if p.is_file()} == sources
+    assert (workdir / "pyproject.toml").read_bytes() == (ROOT / "pyproject.toml").read_bytes()
+
+
+def test_the_manifests_run_only_modules_of_the_product() -> None:
+    commands = [container["command"] for obj in objects("default")
+                if obj["kind"] in ("Deployment", "StatefulSet")
+                for container in obj["spec"]["template"]["spec"]["containers"]]
+    assert sorted(commands) == [["python", "-m", m] for m in ("controller", "recorder", "webhook")]
+    assert {command[2] for command in commands} <= set(PRODUCT)
+    described = re.findall(r"^#   python -m (\w+)", CONTAINERFILE.read_text(), re.MULTILINE)
+    assert sorted(described) == ["controller", "recorder", "webhook"]
+
+
+# --- reading a Containerfile as podman and docker read it ------------------------------------
+
+OLD = """\
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY policy/ policy/
+COPY extender/ extender/
+RUN pip wheel --wheel-dir /wheels .
+
+FROM python:3.11-slim
+COPY --from=build /wheels /tmp/wheels
+COPY manifests/ /manifests/
+"""
+
+
+def test_the_build_stage_is_its_workdir_and_its_copies_from_the_context_only() -> None:
+    stage = build_stage(OLD)
+    assert stage.workdir == "/src"
+    assert stage.copies == ((("pyproject.toml", "README.md"), "/src/"),
+                            (("policy/",), "/src/policy/"), (("extender/",), "/src/extender/"))
+
+
+def test_a_context_without_a_package_the_processes_import_is_told_apart(tmp_path: Path) -> None:
+    """The Containerfile before this list: no process/ nor recorder/ in the context, so the
+    image's servers could not start."""
+    old = tmp_path / "Containerfile"
+    old.write_text(OLD)
+    workdir = build_context(old, tmp_path / "stage")
+    assert {p.name for p in workdir.iterdir()} == {"pyproject.toml", "README.md", "policy", "extender"}
+    assert not {"process", "recorder", "controller"} & {p.name for p in workdir.iterdir()}
+
+
+@pytest.mark.parametrize(("path", "excluded"), [
+    ("policy/admitting.py", False),
+    ("README.md", False),
+    ("policy/__pycache__/admitting.cpython-311.pyc", True),
+    ("tests/unit/test_packaging.py", True),
+    ("controlplane/kwok.yaml", True),
+    (".venv/bin/python", True),
+    (".git/HEAD", True),
+])
+def test_the_dockerignore_keeps_the_product_and_leaves_out_everything_else(path: str, excluded: bool) -> None:
+    patterns = [image._pattern(line) for line in dockerignore(PRODUCT).splitlines()
+                if line and not line.startswith("#")]
+    assert image._excluded(path, patterns) is excluded
+
+
+def test_copying_what_the_context_leaves_out_fails_naming_it(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    (context / "benchmarks").mkdir(parents=True)
+    (context / "benchmarks" / "__init__.py").write_text("")
+    (context / ".dockerignore").write_text("benchmarks/\n")
+    copying = tmp_path / "Containerfile"
+    copying.write_text("FROM python:3.11-slim\nWORKDIR /src\nCOPY benchmarks/ benchmarks/\n")
+    with pytest.raises(FileNotFoundError, match="copies benchmarks/, which is not in the build context"):
+        build_context(copying, tmp_path / "stage", source=context)
