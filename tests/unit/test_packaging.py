@@ -7,11 +7,14 @@ make holds the product alone, with every process the manifests run."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import setuptools
 
+from controlplane.checkout import harness_environment
 from tests import image
 from tests.image import CONTAINERFILE, ROOT, build_context, build_stage, containerfile, dockerignore
 from tests.manifest_files import objects
@@ -34,6 +37,17 @@ def test_the_wheel_finds_exactly_the_products_packages_and_their_subpackages() -
     assert {name.split(".")[0] for name in found} == set(PRODUCT)
     assert set(found) == {path.parent.relative_to(ROOT).as_posix().replace("/", ".")
                           for package in PRODUCT for path in (ROOT / package).rglob("__init__.py")}
+
+
+def test_a_harness_module_runs_as_a_process_from_anywhere_only_given_the_checkout(tmp_path: Path) -> None:
+    """The harness is not installed, even in the dev environment: away from the checkout's root,
+    ``python -m audit.ungating`` finds it through ``harness_environment`` alone."""
+    command = [sys.executable, "-m", "audit.ungating", "--help"]
+    bare = {k: v for k, v in harness_environment().items() if k != "PYTHONPATH"}
+    alone = subprocess.run(command, cwd=tmp_path, env=bare, capture_output=True, text=True)
+    assert alone.returncode != 0 and "No module named 'audit'" in alone.stderr
+    given = subprocess.run(command, cwd=tmp_path, env=harness_environment(), capture_output=True, text=True)
+    assert given.returncode == 0 and given.stdout.startswith("usage: python -m audit.ungating"), given.stderr
 
 
 def test_mypy_and_import_linter_check_the_product_and_the_harness() -> None:
