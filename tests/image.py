@@ -120,6 +120,8 @@ class BuildStage:
 
 
 def build_stage(text: str) -> BuildStage:
+    """The first stage of the Containerfile ``text``; ``UnreadableContainerfile`` for an ``ADD``
+    or a ``COPY`` with flags (other than ``--from``), which this reader does not follow."""
     workdir, found, stages = "/", [], 0
     for line in _instructions(text):
         word, _, rest = line.partition(" ")
@@ -151,13 +153,14 @@ def build_context(containerfile_path: Path, into: Path, source: Path = ROOT) -> 
     stage = build_stage(containerfile_path.read_text())
     for sources, destination in stage.copies:
         for name in sources:
-            origin = source / name.rstrip("/")
-            if _excluded(name.strip("/"), ignored) or not origin.exists():
+            relative = _joined("/", name).lstrip("/")  # "" for the whole context
+            origin = source / relative
+            if (relative and _excluded(relative, ignored)) or not origin.exists():
                 raise FileNotFoundError(f"{containerfile_path.name} copies {name}, which is not in the "
                                         f"build context (missing, or excluded by the ignore file)")
             target = into / destination.lstrip("/")
             if origin.is_dir():
-                _copy_tree(origin, target, name.strip("/"), ignored)
+                _copy_tree(origin, target, relative, ignored)
             else:
                 place = target / origin.name if destination.endswith("/") else target
                 place.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +218,7 @@ def _excluded(relative: str, patterns: Patterns) -> bool:
 
 def _copy_tree(origin: Path, target: Path, relative: str, patterns: Patterns) -> None:
     for path in sorted(origin.rglob("*")):
-        inside = f"{relative}/{path.relative_to(origin).as_posix()}"
+        inside = "/".join(filter(None, [relative, path.relative_to(origin).as_posix()]))
         if path.is_dir() or _excluded(inside, patterns):
             continue
         place = target / path.relative_to(origin)

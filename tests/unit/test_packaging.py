@@ -148,3 +148,16 @@ def test_copying_what_the_context_leaves_out_fails_naming_it(tmp_path: Path) -> 
     copying.write_text("FROM python:3.11-slim\nWORKDIR /src\nCOPY benchmarks/ benchmarks/\n")
     with pytest.raises(FileNotFoundError, match="copies benchmarks/, which is not in the build context"):
         build_context(copying, tmp_path / "stage", source=context)
+
+
+def test_copying_the_whole_context_copies_what_the_ignore_file_keeps(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    for path in ("policy/__init__.py", "policy/__pycache__/keys.pyc", "tests/test_x.py", "README.md"):
+        (context / path).parent.mkdir(parents=True, exist_ok=True)
+        (context / path).write_text("")
+    (context / ".dockerignore").write_text("tests/\n**/__pycache__/\n")
+    whole = tmp_path / "Containerfile"
+    whole.write_text("FROM python:3.11-slim\nWORKDIR /src\nCOPY . .\n")
+    workdir = build_context(whole, tmp_path / "stage", source=context)
+    assert sorted(p.relative_to(workdir).as_posix() for p in workdir.rglob("*") if p.is_file()) == [
+        ".dockerignore", "README.md", "policy/__init__.py"]
