@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import setuptools
@@ -57,11 +58,19 @@ def test_mypy_and_import_linter_check_the_product_and_the_harness() -> None:
     assert tools["importlinter"]["root_packages"] == both
 
 
-def test_the_product_imports_nothing_from_the_harness_by_contract() -> None:
-    (contract,) = [c for c in image.pyproject()["tool"]["importlinter"]["contracts"]
-                   if c["name"].startswith("the product imports nothing from the harness")]
-    assert contract["source_modules"] == list(PRODUCT)
-    assert set(HARNESS) <= set(contract["forbidden_modules"])
+def contract(name: str) -> dict[str, Any]:
+    contracts = image.pyproject()["tool"]["importlinter"]["contracts"]
+    (found,) = [c for c in contracts if c["name"].startswith(name)]
+    return found
+
+
+def test_the_contracts_over_the_product_hold_every_package_of_it() -> None:
+    apart = contract("the product imports nothing from the harness")
+    assert apart["source_modules"] == list(PRODUCT)
+    assert set(HARNESS) <= set(apart["forbidden_modules"])
+    layers = contract("the product's packages are layers")["layers"]
+    assert sorted(name.strip() for layer in layers for name in re.split("[|:]", layer)) == sorted(PRODUCT)
+    assert contract("no import circle inside a package of the product")["ancestors"] == list(PRODUCT)
 
 
 def test_the_checked_in_containerfile_and_dockerignore_are_what_make_containerfile_writes() -> None:
