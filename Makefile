@@ -105,6 +105,10 @@ CONTAINER ?= podman
 image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINER=docker or podman)
 	$(CONTAINER) build -t $(IMAGE) -f Containerfile .
 
+.PHONY: containerfile
+containerfile: $(STAMP) ## write Containerfile and .dockerignore from the product's packages listed in pyproject.toml
+	$(BIN)/python -m tests.image
+
 .PHONY: bench-ungater
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
 	$(BIN)/python -m benchmarks.ungater

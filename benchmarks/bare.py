@@ -25,6 +25,7 @@ from audit.identities import NAMESPACE, Identity, provision, retire
 from audit.naming import AUDIT_TEAM_LABEL, Naming
 from benchmarks.counting import Obj, service_account
 from benchmarks.systems import Account, Progress, Setup, SystemFailure, queue_limits
+from controlplane.checkout import harness_environment
 from controlplane.launching import LocalCluster
 
 BARE: Final = Naming(
@@ -81,7 +82,7 @@ class Bare:
              "--selector", setup.load.selector, "--cap", str(setup.scenario.cap),
              "--queue-label", BARE.queue_label, "--queue-cap", str(setup.scenario.max_running),
              *(f"--gate={g}" for g in BARE.gates)],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
+            stdout=subprocess.PIPE, text=True, start_new_session=True, env=harness_environment(),
         )
         assert self._proc.stdout is not None
         if self._proc.stdout.readline().strip() != "ready":

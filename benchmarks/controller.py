@@ -55,6 +55,7 @@ from audit.recording import Recorder
 from audit.records import Record
 from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
 from benchmarks.profiling import Profiles
+from controlplane.checkout import harness_environment
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from controlplane.services import NAMESPACE
@@ -265,7 +266,7 @@ class _Measured:
 
 
 def _start_ungater(command: list[str]) -> subprocess.Popen[str]:
-    ungater = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    ungater = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=harness_environment())
     assert ungater.stdout is not None
     if ungater.stdout.readline().strip() != "ready":
         raise SystemExit("the ungater did not start")

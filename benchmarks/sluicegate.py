@@ -36,10 +36,10 @@ from benchmarks.systems import (
 )
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
-from controlplane.services import NAMESPACE, SERVICES
+from controlplane.services import CONTROLLER, NAMESPACE, SERVICES
 from policy import keys
 
-CONTROLLER_MODULE = "extender"
+CONTROLLER_MODULE = CONTROLLER.module  # the gate controllers, whose metrics count the releases
 RELEASES = "sluicegate_releases_total"
 READY_SECONDS = 60.0
 

@@ -33,6 +33,7 @@ from audit.latencies import creation_to_release, drain, freed_to_release
 from audit.loading import Load, names, submit
 from audit.recording import Recorder
 from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
+from controlplane.checkout import harness_environment
 from controlplane.launching import LocalCluster
 
 PROGRESS_SECONDS = 5.0
@@ -62,7 +63,7 @@ async def bench(cluster: LocalCluster, args: argparse.Namespace, kubeconfig: Pat
         ungater = subprocess.Popen(
             [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(kubeconfig),
              "--selector", load.selector, "--cap", str(args.cap)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, text=True, env=harness_environment(),
         )
         try:
             assert ungater.stdout is not None

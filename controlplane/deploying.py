@@ -32,7 +32,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -64,17 +64,30 @@ def _quiet(line: str) -> None:
 
 
 class LocalSluicegate:
-    """Sluicegate's processes beside one ``LocalCluster``."""
+    """Sluicegate's processes beside one ``LocalCluster``.
+
+    Each runs as ``python -m <module>`` with ``python`` (this interpreter by default), in
+    ``workdir`` (the cluster's directory by default) and with ``environment`` (this process's
+    by default); the image's smoke test gives them another virtual environment's interpreter,
+    a directory outside the checkout and an environment without ``PYTHONPATH``.
+    """
 
     def __init__(
         self,
         cluster: LocalCluster,
         services: Sequence[Service] = SERVICES,
         manifests: Path = LOCAL_MANIFESTS,
+        *,
+        python: str = sys.executable,
+        workdir: Path | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.services = tuple(services)
         self.manifests = manifests
+        self.python = python
+        self.workdir = workdir
+        self.environment = environment
         self.root = cluster.layout.root / "sluicegate"
         self.state = cluster.layout.root / "sluicegate.json"
         self.tls = WebhookFiles(self.root / "tls")
@@ -261,13 +274,14 @@ class LocalSluicegate:
             data=self.root,
             address=self.address,
         )
-        command = service.command(sys.executable, launch)
+        command = service.command(self.python, launch)
         self.cluster.layout.logs.mkdir(parents=True, exist_ok=True)
+        environment = os.environ if self.environment is None else self.environment
         with self.log(name).open("ab") as log:
             self._procs[name] = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=self.cluster.layout.root,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True, cwd=self.workdir or self.cluster.layout.root,
+                env={**environment, "PYTHONUNBUFFERED": "1"},
             )
         self._save(commands={name: command})
         self._wait_ready(name)

@@ -28,6 +28,7 @@ from audit.records import Kind
 from audit.scraping import flow_totals, increase, scrape
 from audit.ungating import ungate
 from audit.watching import Watch
+from controlplane.checkout import harness_environment
 from controlplane.launching import LocalCluster
 from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.scenes import HELD_SECONDS
@@ -153,7 +154,7 @@ def test_with_the_cap_lifted_the_check_reports_every_release_over_the_limit(
         ungater = subprocess.Popen(
             [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(kubeconfig),
              "--selector", load.selector, "--gate", AUDIT_GATE],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, text=True, env=harness_environment(),
         )
         try:
             assert ungater.stdout is not None and ungater.stdout.readline().strip() == "ready"
