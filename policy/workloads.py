@@ -37,10 +37,13 @@ def _workflow_limit(pods: Iterable[Pod]) -> int | None:
 
 def _disagreement(pods: tuple[Pod, ...]) -> str:
     """Why a group's pods cannot be released as one workload: they name different queues,
-    workflows or group sizes. Empty when they agree."""
+    teams, workflows or group sizes. Empty when they agree. (Teams differ when the namespace
+    changed team between two pods' admissions: a group is counted toward one team, so a member
+    admitted for another would be charged to a team that never checked it.)"""
     sizes = {p.annotations.get(keys.GROUP_SIZE_ANNOTATION, "").strip() for p in pods if p.group}
     for what, values in (
         ("queues", {p.queue for p in pods}),
+        ("teams", {p.team for p in pods}),
         ("workflows", {p.workflow for p in pods}),
         ("group sizes", sizes),
     ):
@@ -83,7 +86,7 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     A group none of whose pods was released is one pending workload. A group whose released
     pods have all ended is finished: its gated pods form a new pending workload that goes through
     every limit. A running group (a released pod still live) is a running workload of its
-    released pods. Its gated pods that agree with its live pods (queue, workflow, size) join it,
+    released pods. Its gated pods that agree with its live pods (queue, team, workflow, size) join it,
     oldest first, while the live pods and they stay within its size, and only when its live pods
     agree among themselves. Those form a pending workload (key ``<group key>/joining``,
     ``joins``) that passes every limit like any other, its requests counted beside the group's

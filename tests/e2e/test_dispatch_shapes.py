@@ -146,6 +146,44 @@ def test_a_member_swapped_into_a_running_group_waits_for_every_limit(
     assert released_twice(record) == []
 
 
+def test_a_member_admitted_after_its_namespace_changed_team_never_joins_the_old_teams_group(
+    scene: Scene, credentials: Credentials
+) -> None:
+    """The namespace moves from team ``ta`` (2 GPUs) to ``tb`` (8) while a group of ``ta`` runs;
+    members swapped in afterwards are admitted for ``tb``. The group counts toward ``ta``, so
+    they wait, naming the disagreement, and run as a group of their own once ``ta``'s member
+    has ended: ``ta`` never goes past its quota (it did, to 7/2, when the swap joined)."""
+    old = scene.team("ta", quota={GPU: "2"})
+    new = scene.team("tb", quota={GPU: "8"})
+    queue = scene.queue("swap")
+    namespace = scene.namespace(old)
+    group: dict[str, Any] = {"labels": {keys.GROUP_LABEL: "gt"},
+                             "annotations": {keys.GROUP_SIZE_ANNOTATION: "2"}}
+    with recording(credentials, selector=scene.selector) as recorder:
+        scene.pods(namespace, queue, 2, prefix="gt", gpus=1, seconds=600, **group)
+        recorder.wait(lambda t: t.released >= 2, DRAIN_SECONDS)
+        scene.kubectl("label", "namespace", namespace, f"{keys.TEAM_LABEL}={new}", "--overwrite")
+        scene.kubectl("delete", "pod", "-n", namespace, "gt01", "--wait=true")
+        scene.pods(namespace, queue, 2, prefix="gt-new", gpus=3, seconds=1, **group)
+        said = scene.wait_condition(
+            namespace, "gt-new00", lambda c: c.get("reason") == keys.Reason.GROUP_INCOMPLETE.value,
+            "the swapped-in member to wait on the disagreement")
+        teams = ", ".join(sorted((old, new)))
+        assert said["message"] == f"group gt: its pods name different teams: {teams}", said
+        pod = scene.get("pod", "gt-new00", namespace)
+        assert [g["name"] for g in pod["spec"].get("schedulingGates", [])] == [keys.GATE]
+        ended = now()
+        scene.finish(namespace, "gt00")
+        record = eventually(lambda: _released(recorder.snapshot(), namespace, "gt-new01"),
+                            "the new members to run as a group of their own", DRAIN_SECONDS)
+
+    for name in ("gt-new00", "gt-new01"):
+        assert first(record, only(record, namespace, name), Kind.UNGATED).at > ended
+    caps = Limits(teams={old: Cap(gpus=2), new: Cap(gpus=8)})
+    assert violations(record, caps) == []
+    assert released_twice(record) == []
+
+
 def _released(record: Record, namespace: str, name: str) -> Record | None:
     """The record, once it shows ``name`` released."""
     kinds = [kind for pod in record.find(namespace, name) for kind in record.kinds(pod.uid)]

@@ -235,6 +235,8 @@ def test_every_workload_of_a_workflow_gets_the_smallest_limit_of_its_pending_or_
 DISAGREEING = [
     ("queues", [MakePod("ml", "w0").queue("a"), MakePod("ml", "w1").queue("b")],
      "its pods name different queues: a, b"),
+    ("teams", [MakePod("ml", "w0").queue("a").team("ta"), MakePod("ml", "w1").queue("a").team("tb")],
+     "its pods name different teams: ta, tb"),
     ("workflows", [MakePod("ml", "w0").queue("a").workflow("x"), MakePod("ml", "w1").queue("a")],
      "its pods name different workflows: (none), x"),
     ("nothing: different limits make one limit, the smallest",
@@ -303,6 +305,20 @@ def test_a_pod_that_misnames_a_running_group_never_holds_back_the_pods_that_belo
     wait = decision.waiting["ml/group:g2/disagreeing"]
     assert (wait.reason, wait.message) == (
         Reason.GROUP_INCOMPLETE, "group g2: its pods name different queues: a, b")
+
+
+def test_a_member_admitted_for_another_team_never_joins_a_running_group_charged_to_the_first() -> None:
+    """The namespace moved from team ta to tb between the group's admission and a member swap:
+    the group counts toward ta, so the new member (stamped tb, checked against tb) would charge
+    ta past its quota. It waits, naming the disagreement, until the ta members have ended."""
+    pods = [MakePod("ml", "g0").queue("a").team("ta").group("g", 2).gpus(1).running("n1"),
+            MakePod("ml", "g3").queue("a").team("tb").group("g", 2).gpus(6).gated().created(5)]  # fmt: skip
+    teams = [MakeTeam("ta").quota(gpus=2), MakeTeam("tb").quota(gpus=8)]
+    decision = dispatch(snapshot(pods, [MakeQueue("a")], teams=teams))
+    assert decision.release == ()
+    wait = decision.waiting["ml/group:g/disagreeing"]
+    assert (wait.reason, wait.message) == (
+        Reason.GROUP_INCOMPLETE, "group g: its pods name different teams: ta, tb")
 
 
 def test_pods_of_one_group_that_disagree_on_its_size_are_not_released() -> None:
