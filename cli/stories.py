@@ -353,13 +353,16 @@ def render(story: Story) -> str:
     if story.hold is not None:
         h = story.hold
         lines += ["", "Waiting:"]
+        # A pod whose namespace left its team counts in no queue: it has no place in one.
+        outside = h.reason == keys.Reason.NAMESPACE_LEFT_TEAM.value
         where = f"position {h.position} of {h.waiting_in_queue}" if h.position else "next"
-        lines.append(f"  {where} in its queue; {h.queue_figures}")
+        place = "no place in its queue's order" if outside else f"{where} in its queue"
+        lines.append(f"  {place}; {h.queue_figures}")
         lines.append(f"  reason {h.reason}: {h.message}" if h.reason else f"  {h.message}")
-        if h.ahead:
+        if h.ahead and not outside:
             lines.append(f"  ahead of it{_more(h.ahead, h.ahead_count)}:")
             lines += [f"    {a}" for a in h.ahead]
-        else:
+        elif not outside:
             lines.append("  nothing is ahead of it in its queue")
         if h.running:
             lines.append(f"  running in its queue{_more(h.running, h.running_count)}: {', '.join(h.running)}")

@@ -78,6 +78,18 @@ def test_a_gated_pod_whose_namespace_left_its_team_is_held_with_namespace_left_t
         ("gone", HELD, "NamespaceLeftTeam", None), ("moved", HELD, "NamespaceLeftTeam", None)]
     assert standing.lineup(namespace="elsewhere")[0].message.startswith(
         "namespace elsewhere is no longer opted in to team vision, which admitted this pod to queue train")
+
+
+def test_explain_gives_a_pod_whose_namespace_left_its_team_no_place_in_its_queue() -> None:
+    """It counts in no queue, so explain neither calls it next nor says nothing is ahead of it,
+    while the queue's own head is elsewhere (as ``sluicegate pods`` lists it: no position)."""
+    left = pod("gone", "train", ns="elsewhere", at=1).gated()
+    standing = stand(seen(left, pod("p0", "train", at=0).running("n1"), pod("p1", "train", at=2).gated(),
+                          queues=(MakeQueue("train").max_running(1),)))
+    text = render(tell(left.obj(), [], standing))
+    assert "reason NamespaceLeftTeam: namespace elsewhere is no longer opted in to team vision" in text
+    assert "no place in its queue's order; running 1/1" in text
+    assert "next in its queue" not in text and "nothing is ahead of it" not in text
     (row,) = standing.queue_rows()
     assert row.pending == 1
 
