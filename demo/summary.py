@@ -4,10 +4,11 @@ The record is the independent one of ``audit.recording`` (its own watch of the p
 timestamp for every transition), not the view's counters. Each pod becomes a run record
 (``records.trace.Record``: submitted at creation, released when its gate went, bound, finished)
 and the per-queue figures are ``records.accounting.account``'s: pods, mean and p95 wait
-(submission to release), GPU-hours from each pod's binding to its end, and apart from them the
-quota-hours of pods released but not (yet) placed: a pod Kubernetes cannot place holds its
-queue's quota from its release, as dispatch counts it, but uses no GPU. Limits are checked with ``audit.checking.violations`` against the Queues, Teams,
-Policy and workflow limits the cluster holds.
+(submission to release), GPU-hours from each pod's binding to its end, and apart from them
+the quota-hours of pods released but not (yet) placed: a pod Kubernetes cannot place holds
+its queue's quota from its release, as dispatch counts it, but uses no GPU. Limits are
+checked with ``audit.checking.violations`` against the Queues, Teams, Policy and workflow
+limits the cluster holds.
 """
 
 from __future__ import annotations
