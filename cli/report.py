@@ -7,6 +7,10 @@
 3339 time; without it the period is everything the records hold. Records come from a trace
 file (``--trace``), else from the recorder in the cluster, through the API server's service
 proxy with the user's kubeconfig.
+
+GPU-hours are the hours pods held GPUs on a node (from their binding to their end); the
+quota-hours of pods released but not placed (from their release to their binding, or to their
+end when never bound) are shown apart, as ``unplaced quota-hours`` (``records.accounting``).
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ def _cells(line: Line, capacity: bool) -> list[str]:
         line.scope,
         f"{line.jobs}",
         number(line.gpu_hours),
+        number(line.quota_hours),
         percent(line.share),
         "-" if line.waits.mean is None else format_duration(line.waits.mean),
         "-" if line.waits.p95 is None else format_duration(line.waits.p95),
@@ -104,7 +109,8 @@ def _cells(line: Line, capacity: bool) -> list[str]:
 
 def report_text(report: Report) -> str:
     capacity = report.capacity is not None
-    header = [report.by.value, "jobs", "GPU-hours", "share", "mean wait", "p95 wait", "waiting"]
+    header = [report.by.value, "jobs", "GPU-hours", "unplaced quota-hours", "share", "mean wait", "p95 wait",
+              "waiting"]
     header += ["utilisation"] if capacity else []
     span = format_duration(report.until - report.since)
     title = f"{report.resource} per {report.by.value}, {format_time(report.since)} to "
@@ -122,6 +128,7 @@ _CSV_HEADER = [
     "wait_p95_seconds",
     "waiting",
     "utilisation",
+    "quota_hours",
 ]
 
 
@@ -138,6 +145,7 @@ def _csv_row(line: Line) -> list[object]:
         blank(line.waits.p95),
         line.waiting,
         blank(line.utilisation),
+        line.quota_hours,
     ]
 
 
@@ -145,6 +153,7 @@ class LineJSON(TypedDict):
     scope: str
     jobs: int
     gpuHours: float
+    quotaHours: float
     share: float | None
     wait: WaitsJSON
     waiting: int
@@ -166,6 +175,7 @@ def _line_json(line: Line) -> LineJSON:
         "scope": line.scope,
         "jobs": line.jobs,
         "gpuHours": line.gpu_hours,
+        "quotaHours": line.quota_hours,
         "share": line.share,
         "wait": waits_json(line.waits),
         "waiting": line.waiting,

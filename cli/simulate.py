@@ -226,6 +226,7 @@ class FiguresJSON(TypedDict):
     unreleased: int
     wait: WaitsJSON
     gpuHours: float
+    quotaHours: float
     utilisation: float | None
     makespanSeconds: float | None
     peakGpus: float
@@ -257,6 +258,7 @@ def _figures_json(f: Figures) -> FiguresJSON:
         "unreleased": f.unreleased,
         "wait": waits_json(f.waits),
         "gpuHours": f.gpu_hours,
+        "quotaHours": f.quota_hours,
         "utilisation": f.utilisation,
         "makespanSeconds": f.makespan,
         "peakGpus": f.peak,

@@ -156,10 +156,10 @@ def _seconds(value: float | None) -> str:
 def summary_lines(summary: Summary, refused_by: str) -> list[str]:
     out = ["Summary, from the auditor's own record of every pod:",
            f"  {'queue':<16} {'pods':>5} {'released':>9} {'waiting':>8} {'mean wait':>10} {'p95 wait':>9} "
-           f"{'GPU-hours':>10}"]
+           f"{'GPU-hours':>10} {'unplaced quota-hours':>20}"]
     for q in summary.queues:
         out.append(f"  {q.queue:<16} {q.pods:>5} {q.released:>9} {q.waiting:>8} {_seconds(q.mean_wait):>10} "
-                   f"{_seconds(q.p95_wait):>9} {q.gpu_hours:>10.4f}")
+                   f"{_seconds(q.p95_wait):>9} {q.gpu_hours:>10.4f} {q.quota_hours:>20.4f}")
     trials = summary.trial_waits
     out.append(f"urgent: the Job's pod waited {_seconds(summary.urgent_wait)}; the sweep's {trials.count} "
                f"trials waited {_seconds(trials.mean)} on average (longest {_seconds(trials.max)}); "
@@ -175,6 +175,7 @@ def summary_lines(summary: Summary, refused_by: str) -> list[str]:
         out.append(f"unplaceable: {pod}: released by policy, Kubernetes cannot place it: {words}")
     if not summary.unplaceable:
         out.append("unplaceable: none seen")
-    out.append("GPU-hours count a released pod from its release, as its quota is held from then: "
-               "a pod Kubernetes cannot place is charged too.")
+    out.append("GPU-hours count a pod from its binding to a node; a released pod holds its quota from "
+               "its release, and the time before it is placed is counted apart, as unplaced quota-hours "
+               "(a pod Kubernetes cannot place uses no GPU-hours).")
     return out

@@ -4,10 +4,11 @@ The record is the independent one of ``audit.recording`` (its own watch of the p
 timestamp for every transition), not the view's counters. Each pod becomes a run record
 (``records.trace.Record``: submitted at creation, released when its gate went, bound, finished)
 and the per-queue figures are ``records.accounting.account``'s: pods, mean and p95 wait
-(submission to release), GPU-hours. Accounting charges a released pod from its release, as
-dispatch does (its quota is held), so the GPU-hours of a queue include a pod released but
-never placed. Limits are checked with ``audit.checking.violations`` against the Queues, Teams,
-Policy and workflow limits the cluster holds.
+(submission to release), GPU-hours from each pod's binding to its end, and apart from them
+the quota-hours of pods released but not (yet) placed: a pod Kubernetes cannot place holds
+its queue's quota from its release, as dispatch counts it, but uses no GPU. Limits are
+checked with ``audit.checking.violations`` against the Queues, Teams, Policy and workflow
+limits the cluster holds.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class QueueLine:
     mean_wait: float | None
     p95_wait: float | None
     gpu_hours: float
+    quota_hours: float
+    """GPU-hours of quota held by released pods while not placed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +150,7 @@ def summarize(
             queue, len(mine), sum(r.released is not None for r in mine),
             sum(r.released is None for r in mine),
             found.waits.mean if found else None, found.waits.p95 if found else None,
-            found.gpu_hours if found else 0.0,
+            found.gpu_hours if found else 0.0, found.quota_hours if found else 0.0,
         )
 
     urgent = next((r for r in ran if r.queue == URGENT_QUEUE), None)

@@ -42,10 +42,15 @@ class Phase(StrEnum):
         return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
 
 
-def started_at(bound: float | None, released: float | None) -> float | None:
-    """When a run began: when it was bound, else when it was released (a released pod holds
-    its slot from its release, placed or not)."""
-    return bound if bound is not None else released
+def placed_at(bound: float | None, released: float | None, phase: Phase) -> float | None:
+    """When a run began on a node, the start of its GPU time: its binding. A released pod that
+    was never bound held its quota but no GPU (None). A run that ended ``Succeeded`` or
+    ``Failed`` ran on a node even when its record has no binding (a trace written without
+    ``bound``, by hand or by another tool): it reads as such traces always did, placed at its
+    release."""
+    if bound is not None:
+        return bound
+    return released if phase in (Phase.SUCCEEDED, Phase.FAILED) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +66,8 @@ class PodRun:
 
     @property
     def started(self) -> float | None:
-        return started_at(self.bound, self.released)
+        """When it began to use its GPUs: when it was bound (None: never placed)."""
+        return self.bound
 
     def amount(self, resource: str = keys.GPU_RESOURCE) -> float:
         """How much of ``resource`` it asked for, in units (2 GPUs -> 2.0)."""
@@ -105,18 +111,19 @@ class Record:
 
     @property
     def started(self) -> float | None:
-        """When it began to run: bound, else released."""
-        return started_at(self.bound, self.released)
+        """When it began to run on a node (``placed_at``); None when it never did."""
+        return placed_at(self.bound, self.released, self.phase)
 
     @property
     def runs(self) -> tuple[PodRun, ...]:
         """What it ran, pod by pod: a group's ``pods``; else the workload as one run (a single
-        pod, or a group from a trace without ``pods``); nothing when it was never released."""
+        pod, or a group from a trace without ``pods``, bound when ``placed_at`` says it was);
+        nothing when it was never released."""
         if self.pods:
             return self.pods
         if self.released is None:
             return ()
-        return (PodRun(self.name, self.released, self.requests, self.bound, self.node, self.finished),)
+        return (PodRun(self.name, self.released, self.requests, self.started, self.node, self.finished),)
 
     @property
     def wait(self) -> float | None:
@@ -125,7 +132,7 @@ class Record:
 
     @property
     def duration(self) -> float | None:
-        """Seconds it ran: finished − bound (or − released); None unless it ran and ended."""
+        """Seconds it ran on a node: finished − ``started``; None unless it was placed and ended."""
         started = self.started
         if started is None or self.finished is None:
             return None

@@ -5,7 +5,11 @@ Per scope (a queue, a team, the cluster), over the workloads the run replayed:
 * ``waits`` — from submission to release, over the workloads released (``records.figures``);
   ``unreleased`` counts those the run never released (a queue missing from the setup, a
   workload larger than a quota by itself, ``maxRunning: 0``).
-* ``gpu_hours`` — GPUs × the time each workload ran, in hours.
+* ``gpu_hours`` — GPUs × the time each workload ran on a node, in hours; ``quota_hours`` — GPUs
+  × the time it held quota released but not placed. A replayed workload holds its slot as it
+  did in the trace, and that hold splits at each pod's binding as the trace's did
+  (``records.accounting.held_in``, the report's rule): a workload never placed in the trace
+  uses no GPU in the replay either.
 * ``utilisation`` — GPU-hours over the cluster's capacity × the run's window (the first
   submission to the last finish of the whole run); a queue's figure is its share of the
   cluster's capacity over that window, so the queues' figures add up to the cluster's. None
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from policy import keys
+from records.accounting import Held, held_in
 from records.figures import Waits, peak
 from simulator.simulating import Replay, Run
 
@@ -33,6 +38,7 @@ class Figures:
     unreleased: int
     waits: Waits
     gpu_hours: float
+    quota_hours: float
     utilisation: float | None
     makespan: float | None
     peak: float
@@ -50,6 +56,19 @@ class Summary:
     cycles: int
 
 
+def _held(replay: Replay, resource: str) -> Held:
+    """What ``replay`` held over its recorded hold (the trace's release, for as long as it is
+    replayed), pod by pod: the same wherever the replay puts it in time."""
+    r = replay.record
+    assert r.released is not None  # only released records are replayed
+    until = r.released + replay.duration
+    used = unplaced = 0.0
+    for pod in r.runs:
+        h = held_in(pod, r.released, until, resource)
+        used, unplaced = used + h.used, unplaced + h.unplaced
+    return Held(used, unplaced)
+
+
 def _figures(
     replays: list[Replay], resource: str, capacity: float | None, window: tuple[float, float]
 ) -> Figures:
@@ -58,7 +77,8 @@ def _figures(
         for r in replays
         if r.released is not None and r.finished is not None
     ]
-    gpu_seconds = sum(r.duration * r.record.amount(resource) for r in replays if r.released is not None)
+    held = [_held(r, resource) for r in replays if r.released is not None]
+    gpu_seconds = sum(h.used for h in held)
     span = window[1] - window[0]
     unreleased = sum(r.released is None for r in replays)
     unfinished = any(r.finished is None for r in replays)
@@ -70,6 +90,7 @@ def _figures(
         unreleased=unreleased,
         waits=Waits.of(w for r in replays if (w := r.wait) is not None),
         gpu_hours=gpu_seconds / 3600,
+        quota_hours=sum(h.unplaced for h in held) / 3600,
         utilisation=gpu_seconds / (capacity * span) if capacity and span > 0 else None,
         makespan=makespan,
         peak=peak(intervals),

@@ -13,6 +13,7 @@ from typing import Any
 
 from audit.checking import Cap, Limits, lost, peaks, violations
 from audit.records import Record
+from demo.summary import runs
 from policy import keys
 from policy.quantities import parse
 
@@ -91,6 +92,20 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         unfinished = [str(p) for p in lost(record) if not str(p).endswith("(running)")]
         assert unfinished == ["nlp-research/llm-pretrain (ungated)"]
         assert summary["violations"] == []
+
+        # GPU-hours are hours pods held GPUs on a node: each pod released and never placed has
+        # none, and the time it held its queue's quota is shown apart, as quota-hours.
+        assert summary["unplaceable"], "the story has a pod released that Kubernetes cannot place"
+        ran = runs(record)
+        queues = {q["queue"]: q for q in summary["queues"]}
+        assert "unplaced quota-hours" in out
+        for key in summary["unplaceable"]:
+            never = next(r for r in ran if r.key == key)
+            assert never.released is not None and never.bound is None
+            line = queues[never.queue]
+            assert line["quota_hours"] > 0
+            if not any(r.bound is not None for r in ran if r.queue == never.queue):
+                assert line["gpu_hours"] == 0, line
     finally:
         subprocess.run([sys.executable, "-m", "controlplane", "--root", str(root), "down"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -10,6 +10,9 @@ records.sluicegate.dev) with the admin's kubeconfig.
 * A recorder killed in the middle of a run, while the controller's leader is killed too and
   pods are deleted: after its restart every pod the test submitted has exactly one record,
   the deleted ones as Deleted and counted, the rest complete and released once.
+* A pod released by policy that Kubernetes never places is recorded released and never
+  bound: ``report`` gives it no GPU-hour, and counts the time it held its quota apart, as
+  quota-hours.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from audit.connection import Connection, Credentials
 from cli.charting import HEIGHT, WIDTH
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from policy.keys import UNPLACEABLE
 from process import kubeyaml
 from records.sources import RecordList
 from records.trace import Phase, Record, format_time, load, parse_time
@@ -328,6 +332,47 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
     for r in ran:
         pod = scene.get("pod", r.name, namespace)
         assert r.released == parse_time(pod["metadata"]["annotations"]["sluicegate.dev/dispatched-at"])
+
+
+# --- a released pod Kubernetes never places ---------------------------------------------------
+
+NO_SUCH_NODE = {"sluicegate.dev/e2e-no-node-has-this": "true"}
+"""A node selector no node of the local cluster matches: kube-scheduler cannot place the pod,
+whatever room the nodes have."""
+
+
+def test_a_released_pod_never_placed_records_no_gpu_seconds_and_the_quota_seconds_it_held(
+    scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, tmp_path: Path
+) -> None:
+    team = scene.team("vision")
+    queue = scene.queue("train")
+    namespace = scene.namespace(team)
+    nowhere = scene.pod(namespace, "nowhere", queue, gpus=2, seconds=HELD_SECONDS)
+    nowhere["spec"]["nodeSelector"] = NO_SUCH_NODE
+    scene.create(nowhere, scene.pod(namespace, "ran", queue, gpus=1, seconds=1))
+    scene.wait_condition(namespace, "nowhere", lambda c: c["message"].startswith(UNPLACEABLE), "unplaceable")
+    eventually(lambda: finished(scene, [namespace], 1), "the placeable pod to finish", RUN_SECONDS)
+    scene.kubectl("delete", "pod", "-n", namespace, "nowhere", "--wait=true")
+
+    records = {r.name: r for r in recorded_all(cluster, tmp_path, [namespace], 2)}
+    never, ran = records["nowhere"], records["ran"]
+    assert never.phase is Phase.DELETED and never.released is not None and never.bound is None
+    assert ran.phase is Phase.SUCCEEDED and ran.released is not None and ran.bound is not None
+    assert never.finished is not None and ran.finished is not None
+    since, until = min(never.submitted, ran.submitted) - 1, max(never.finished, ran.finished) + 1
+    report = json.loads(sluicegate_cli(cluster, "report", "--since", format_time(since), "--until",
+                                       format_time(until), "-o", "json").stdout)
+    line = {line["scope"]: line for line in report["lines"]}[team]
+    # GPU-hours: the placeable pod's 1 GPU from its binding; none for the pod never placed.
+    # Quota-hours: the time each held its quota released but not placed.
+    gpu_seconds = ran.finished - ran.bound
+    quota_seconds = 2 * (never.finished - never.released) + (ran.bound - ran.released)
+    print(f"\nnever placed: held 2 GPUs of quota {never.finished - never.released:.3f}s unplaced; "
+          f"report: {line['gpuHours'] * 3600:.3f} GPU-s, {line['quotaHours'] * 3600:.3f} quota-s")
+    assert line["jobs"] == 2
+    assert abs(line["gpuHours"] * 3600 - gpu_seconds) < 1e-3
+    assert abs(line["quotaHours"] * 3600 - quota_seconds) < 1e-3
+    assert never.finished - never.released > 0
 
 
 def _record_list(cluster: LocalCluster) -> RecordList:

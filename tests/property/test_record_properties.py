@@ -1,8 +1,9 @@
 """Invariants of the run records the recorder makes of a pod group, whatever happened to its
 members: the record asks for what the group released, never for a pod deleted while it
 waited; the report's GPU-seconds are the sum of its released pods' own, each from its binding
-(or its release, when it was never bound) to its end; and the record reads back from its
-trace line."""
+to its end (none for a pod never bound), and its quota-seconds the time each released pod held
+quota unplaced (its release to its binding, or to its end when never bound); and the record
+reads back from its trace line. For any run, the two add up to its hold."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 
 from policy import keys
 from recorder.lives import Life, workloads
-from records.accounting import account
-from records.trace import Phase, parse_record, record_json
+from records.accounting import account, held_in
+from records.trace import Phase, PodRun, parse_record, record_json
 
 GPU = keys.GPU_RESOURCE
 T0 = 1_700_000_000.0
@@ -42,9 +43,14 @@ class Member:
                        finished=T0 + self.finished, phase=Phase.FAILED if self.failed else Phase.SUCCEEDED)
 
     def gpu_seconds(self) -> float:
+        if self.deleted is not None or self.bound is None:
+            return 0.0
+        return (self.finished - self.bound) * self.gpus
+
+    def quota_seconds(self) -> float:
         if self.deleted is not None:
             return 0.0
-        return (self.finished - (self.bound if self.bound is not None else RELEASE)) * self.gpus
+        return ((self.bound if self.bound is not None else self.finished) - RELEASE) * self.gpus
 
 
 def instants(low: float, high: float) -> st.SearchStrategy[float]:
@@ -77,6 +83,41 @@ def test_a_group_record_asks_for_what_it_released_and_its_gpu_seconds_are_its_po
     assert record.amount() == sum(m.gpus for m in released)
     assert [p.name for p in record.pods] == sorted(f"p{i}" for i, m in enumerate(group) if m.deleted is None)
     report = account([record], since=T0, until=T0 + 1000)
-    assert report.total.gpu_hours * 3600 == pytest.approx(sum(m.gpu_seconds() for m in released))
+    # Within a microsecond's worth: times near T0 are floats of about 1.7e9.
+    assert report.total.gpu_hours * 3600 == pytest.approx(sum(m.gpu_seconds() for m in released), abs=1e-5)
+    assert report.total.quota_hours * 3600 == pytest.approx(sum(m.quota_seconds() for m in released),
+                                                            abs=1e-5)
     assert report.total.jobs == 1
     assert parse_record(record_json(record)) == record
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[PodRun, float, float]:
+    """A run released at 0..100, perhaps bound, perhaps ended, and a period over it."""
+    released = draw(instants(0, 100))
+    bound = draw(st.one_of(st.none(), instants(released, 200)))
+    finished = draw(st.one_of(st.none(), instants(bound if bound is not None else released, 300)))
+    since = draw(instants(0, 300))
+    until = draw(instants(since, 400))
+    gpus = draw(st.sampled_from([1, 2, 8]))
+    run = PodRun("p", T0 + released, {GPU: gpus * 1000}, None if bound is None else T0 + bound, "",
+                 None if finished is None else T0 + finished)
+    return run, T0 + since, T0 + until
+
+
+def overlap(start: float, end: float, since: float, until: float) -> float:
+    return max(0.0, min(end, until) - max(start, since))
+
+
+@SETTINGS
+@given(runs())
+def test_a_runs_hold_splits_at_its_binding_into_gpu_seconds_and_unplaced_quota_seconds(
+    drawn: tuple[PodRun, float, float],
+) -> None:
+    run, since, until = drawn
+    end = until if run.finished is None else run.finished
+    placed = run.bound if run.bound is not None else end  # never bound: no time on a node
+    held = held_in(run, since, until)
+    assert held.used == pytest.approx(overlap(placed, end, since, until) * run.amount(), abs=1e-5)
+    unplaced = overlap(run.released, placed, since, until) * run.amount()
+    assert held.unplaced == pytest.approx(unplaced, abs=1e-5)

@@ -120,6 +120,24 @@ def test_the_summary_says_the_urgent_pod_went_before_the_trials_that_were_waitin
     assert round(lines[story.URGENT_QUEUE].gpu_hours * 3600, 6) == 2 * 5.7
 
 
+def test_a_pod_released_but_never_placed_counts_no_gpu_hours_only_the_quota_it_held() -> None:
+    """The story's case of a pod dispatched that Kubernetes cannot place: released at 3, never
+    bound, deleted at 15 when the story ends (4 GPUs: 48 quota-seconds, no GPU-second). The
+    urgent pod beside it, bound at 2.3, keeps its 2 × 5.7 GPU-seconds."""
+    s = sweep_and_urgent()
+    s.pod("big", 2.5, queue=story.URGENT_QUEUE, gpus=4).release("big", 3.0).delete("big", 15.0)
+    summary = summarize(s.record(), Limits(), until=WALL0 + 20, refused="no", unplaceable={"ns/big": "0/4"})
+    urgent = {q.queue: q for q in summary.queues}[story.URGENT_QUEUE]
+    assert (urgent.pods, urgent.released) == (2, 2)
+    assert round(urgent.gpu_hours * 3600, 6) == 2 * 5.7
+    assert round(urgent.quota_hours * 3600, 6) == 4 * 12
+    text = summary_lines(summary, "bob")
+    header = next(line for line in text if "GPU-hours" in line and "queue" in line)
+    assert header.split()[-2:] == ["unplaced", "quota-hours"]
+    row = next(line for line in text if line.split()[0] == story.URGENT_QUEUE)
+    assert row.split()[-2:] == ["0.0032", "0.0133"]  # 11.4 GPU-s, 48 quota-s
+
+
 def test_the_summary_reports_a_workflow_that_ran_over_its_limit() -> None:
     summary = summarize(sweep_and_urgent().record(), Limits(workflows={f"ns/{story.SWEEP}": Cap(running=1)}),
                         until=WALL0 + 20, refused="", unplaceable={})

@@ -87,6 +87,8 @@ def test_the_table_shows_the_hand_worked_figures(tmp_path: Path, capsys: pytest.
         "team",
         "jobs",
         "GPU-hours",
+        "unplaced",
+        "quota-hours",
         "share",
         "mean",
         "wait",
@@ -95,9 +97,10 @@ def test_the_table_shows_the_hand_worked_figures(tmp_path: Path, capsys: pytest.
         "waiting",
         "utilisation",
     ]
-    assert out[2].split() == ["b", "2", "4.8", "65.8%", "2m50s", "5m00s", "1", "43.2%"]
-    assert out[3].split() == ["a", "2", "2.5", "34.2%", "30s", "1m00s", "0", "22.5%"]
-    assert out[4].split() == ["total", "4", "7.3", "100.0%", "1m40s", "5m00s", "1", "65.7%"]
+    # w1's 10 s between its release and its binding, at 2 GPUs, are 0.0056 quota-hours.
+    assert out[2].split() == ["b", "2", "4.8", "0.0", "65.8%", "2m50s", "5m00s", "1", "43.2%"]
+    assert out[3].split() == ["a", "2", "2.5", "0.0", "34.2%", "30s", "1m00s", "0", "22.5%"]
+    assert out[4].split() == ["total", "4", "7.3", "0.0", "100.0%", "1m40s", "5m00s", "1", "65.7%"]
 
 
 def test_json_and_csv_carry_the_same_figures_unrounded(
@@ -108,6 +111,7 @@ def test_json_and_csv_carry_the_same_figures_unrounded(
     data = json.loads(capsys.readouterr().out)
     users = {line["scope"]: line for line in data["lines"]}
     assert users["alice"]["gpuHours"] == 2.5
+    assert users["alice"]["quotaHours"] == pytest.approx(20 / 3600)  # w1: 2 GPUs released 10 s unplaced
     assert users["bob"]["wait"] == {
         "count": 1,
         "meanSeconds": 300,
@@ -118,7 +122,9 @@ def test_json_and_csv_carry_the_same_figures_unrounded(
     assert (users["carol"]["gpuHours"], data["total"]["jobs"]) == (pytest.approx(0.8), 4)
     assert main(["report", "--trace", path, "--by", "queue", "-o", "csv", "--since", "1000s"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0] == "scope,jobs,gpu_hours,share,wait_mean_seconds,wait_p95_seconds,waiting,utilisation"
+    assert rows[0] == (
+        "scope,jobs,gpu_hours,share,wait_mean_seconds,wait_p95_seconds,waiting,utilisation,quota_hours"
+    )
     assert rows[1].startswith("q1,2,1.48333")  # (1,340 + 4,000) GPU-s / 3,600
 
 
