@@ -74,13 +74,24 @@ def finished(scene: Scene, namespaces: Sequence[str], count: int) -> bool:
 
 
 def recorded_all(cluster: LocalCluster, tmp: Path, namespaces: Sequence[str], count: int) -> list[Record]:
-    """Once every workload of the scene is recorded as ended (the recorder commits in batches)."""
+    """Once every workload of the scene is recorded as ended (the recorder commits in batches).
+    A recorder just started again is reached only once the API server has seen it available
+    again (the aggregated API's availability check): until then the export fails and is tried
+    again, and a timeout names its last failure."""
+    failures: list[str] = []
 
     def probe() -> list[Record] | None:
-        records, _ = export(cluster, tmp, namespaces)
+        try:
+            records, _ = export(cluster, tmp, namespaces)
+        except subprocess.CalledProcessError as failed:
+            failures.append(failed.stderr.strip())
+            return None
         return records if len(records) == count and all(r.phase.ended for r in records) else None
 
-    return eventually(probe, f"{count} ended workloads in the recorder's export")
+    try:
+        return eventually(probe, f"{count} ended workloads in the recorder's export")
+    except AssertionError as gave_up:
+        raise AssertionError(f"{gave_up}; the export's last failure: {failures[-1:] or 'none'}") from gave_up
 
 
 # --- fidelity -------------------------------------------------------------------------------
