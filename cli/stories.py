@@ -15,6 +15,7 @@ place it* (released; the scheduler's words), *running*, *finished*. Pure: no I/O
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -207,8 +208,7 @@ def _holds(events: Sequence[Mapping[str, Any]]) -> list[Moment]:
 
 
 def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Moment]:
-    """In the order of a pod's life, not by time: creationTimestamp and the scheduler's
-    conditions have one-second resolution, the admission and release stamps microseconds.
+    """In the order of a pod's life, which is causal; ``in_time_order`` puts it on one clock.
     Why it was held comes from the controller's events, and from its condition while held."""
     said = f"submitted by {f.submitter.user}" if f.submitter else "created"
     out = [Moment(f.created, f"{said} in namespace {f.namespace}")]
@@ -235,6 +235,7 @@ def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Momen
         if f.scheduled.get("status") == "True" and f.node:
             out.append(Moment(at, f"scheduled on node {f.node} by kube-scheduler"))
         elif f.unschedulable:
+            at = _unplaced_since(events, f.released, at)
             out.append(Moment(at, f"kube-scheduler cannot place it: {f.scheduled.get('message') or ''}"))
     started = _instant(f.status.get("startTime"))
     if f.phase != "Pending" and started is not None:
@@ -244,7 +245,57 @@ def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Momen
         if ended:
             how = f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
             out.append(Moment(_instant(ended.get("finishedAt")), f"container {cs.get('name')} ended: {how}"))
-    return out
+    return in_time_order(out)
+
+
+def _unplaced_since(
+    events: Sequence[Mapping[str, Any]], released: float | None, said: float | None
+) -> float | None:
+    """When kube-scheduler first said it cannot place the pod after its release: its first
+    ``FailedScheduling`` event from then on, else the condition's time. A gated pod's
+    PodScheduled condition is False from creation (SchedulingGated), and a False that turns
+    Unschedulable keeps that older ``lastTransitionTime``: never before the release, then."""
+    since = math.floor(released) if released is not None else None
+    tried = sorted(at for e in events if e.get("reason") == "FailedScheduling"
+                   and (at := _event_time(e, first=True)) is not None and (since is None or at >= since))
+    if tried:
+        return tried[0]
+    if said is not None and released is not None and said < released:
+        return released
+    return said
+
+
+def _event_time(e: Mapping[str, Any], *, first: bool = False) -> float | None:
+    """An event's first time (``eventTime``, microseconds, events.k8s.io; else ``firstTimestamp``,
+    whole seconds, core/v1) or its last (``lastTimestamp`` first), else when it was created."""
+    if first:
+        at = _instant(e.get("eventTime")) or _instant(e.get("firstTimestamp"))
+    else:
+        at = _instant(e.get("lastTimestamp")) or _instant(e.get("eventTime"))
+    return at or _instant(fields.obj(e.get("metadata")).get("creationTimestamp"))
+
+
+def in_time_order(moments: Sequence[Moment]) -> list[Moment]:
+    """``moments``, given in causal order (a pod's life), on one clock.
+
+    The sources differ in precision: the controller's stamps (admission, release) and new-style
+    events (``eventTime``) have microseconds; ``creationTimestamp``, conditions'
+    ``lastTransitionTime``, container times and old-style events (``firstTimestamp``,
+    ``lastTimestamp``) have whole seconds, truncated. Compared by value, a whole-second time
+    sorts before a microsecond time of the same second even when it came after it (the
+    scheduler's "cannot place it" after the release that let it try). So the whole second
+    orders, and within one second the causal order given stands: the only order every source
+    can tell. Every line is printed at that common precision, the whole second (``when``). A
+    moment with no time keeps its place after the one before it.
+    """
+    keyed = []
+    second = -math.inf
+    for rank, m in enumerate(moments):
+        if m.at is not None:
+            second = math.floor(m.at)
+        keyed.append((second, rank, m))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [m for _, _, m in keyed]
 
 
 def _held(f: _Facts, standing: Standing | None, forbidden: str,
@@ -329,16 +380,17 @@ def _why_failed(f: _Facts) -> str:
 
 
 def _event_moments(events: Sequence[Mapping[str, Any]]) -> tuple[Moment, ...]:
+    """The pod's events, on the story's clock (``in_time_order``): within one second, in the
+    order the API server listed them (the order they were recorded)."""
     out = []
     for e in events:
-        at = (_instant(e.get("lastTimestamp")) or _instant(e.get("eventTime"))
-              or _instant(fields.obj(e.get("metadata")).get("creationTimestamp")))
+        at = _event_time(e)
         source = fields.obj(e.get("source")).get("component") or e.get("reportingComponent") or ""
         count = e.get("count")
         times = f" (x{count})" if isinstance(count, int) and count > 1 else ""
         out.append(Moment(at, f"{e.get('type') or 'Normal'} {e.get('reason') or ''} from {source or '-'}: "
                               f"{e.get('message') or ''}{times}"))
-    out.sort(key=lambda m: (m.at is None, m.at or 0.0))
+    out.sort(key=lambda m: (m.at is None, math.floor(m.at or 0.0)))  # stable: listing order within a second
     return tuple(out)
 
 

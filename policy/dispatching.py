@@ -15,7 +15,10 @@ reports ``usage``. The rules, as docs/concepts.md states them:
 * Inside a queue: pod priority, submission time, key (``ordering``). A ``StrictFIFO`` queue
   stops at its first workload that does not fit; those behind it wait with their own reason
   when a limit stops them too, and with ``WaitingTurn`` (naming the head) when only the head
-  does. A ``BestEffortFIFO`` queue lets later work that fits go ahead.
+  does. Work whose own workflow is at its limit is passed over: it cannot go before one of
+  its own workloads ends, so it does not stop the queue (FIFO holds among the rest); a head
+  whose workflow fills later in the decision (another queue released into it) lets its queue
+  go on (``resume``). A ``BestEffortFIFO`` queue lets later work that fits go ahead.
 * A workload that can never run under the current limits (it asks for more than a quota by
   itself) is passed over: it holds nothing, blocks nothing, and says why (``limits``).
 * Priority is strict over shared capacity: a queue's head that could run now but for shared
@@ -37,7 +40,8 @@ reports ``usage``. The rules, as docs/concepts.md states them:
   Running workloads count toward every limit; finished ones do not count at all.
 
 Usage only grows within a decision and holds are only added, so a workload that does not fit
-when tried never fits later in the same decision: each queue is walked once, front to back.
+when tried never fits later in the same decision: each queue is walked once, front to back
+(a StrictFIFO queue goes on from where it stopped only when its head's workflow fills).
 """
 
 from __future__ import annotations
@@ -149,7 +153,8 @@ class _Cycle:
         """Move ``line``'s cursor to its next whole workload that ``passes``; None when none can.
 
         Workloads passed over are noted as blocked, and a StrictFIFO queue stops at the first
-        one, except work that can never run, which is skipped as if it were not there.
+        one, except work that can never run and work whose own workflow is at its limit, which
+        are skipped as if they were not there.
         """
         if queue_full(line.queue, self.ledger) is not None:
             line.done = True
@@ -165,6 +170,8 @@ class _Cycle:
             if self.never(w, line):
                 continue
             if line.strict:
+                if workflow_full(w, self.ledger):
+                    continue
                 line.stop_at(i)
                 return None
             line.blocked.append(i)
@@ -229,6 +236,20 @@ class _Cycle:
                 last = line.name
                 queue.append(line)
         return last
+
+    def resume(self, lines: list[Line]) -> list[Line]:
+        """The StrictFIFO queues of ``lines`` stopped at a workload whose workflow has filled
+        since (another queue released into it), opened again at that workload (which ``seek``
+        now passes over), so that a decision leaves no queue stopped where the next one would
+        not stop."""
+        out = []
+        for line in lines:
+            head = line.stop
+            if head is not None and workflow_full(head, self.ledger):
+                line.stop = None
+                line.done = False
+                out.append(line)
+        return out
 
     def hold_for_heads(self, lines: list[Line]) -> None:
         """After a priority is done, each of its queues' heads holds what it needs."""
@@ -312,6 +333,7 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         if line.queue is not None:
             levels.setdefault(line.level, []).append(line)
     moved: dict[int, str] = {}
+    walked: list[Line] = []  # every queue walked, highest priority first
     cycle.stopped = cycle.cluster_full()
     for level in sorted(levels, reverse=True):
         if cycle.stopped:
@@ -333,10 +355,14 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         turn = cycle.serve_starving([by_name[n] for n in turns.rotation(level, names)], names, before)
         cycle.join(levels[level], joining)
         last = cycle.take_turns([by_name[n] for n in rotated(names, turn)])
+        while not cycle.stopped and (reopened := cycle.resume(active)):
+            last = cycle.take_turns(reopened) or last
         after = last if last is not None else turn
         if after is not None and after != before:
             moved[level] = after
         cycle.hold_for_heads(active)
+        walked.extend(active)
+    _resume_higher(cycle, walked, moved, turns)
     _count_backlog(lines, ledger)
     return Decision(
         release=tuple(cycle.released),
@@ -346,6 +372,23 @@ def dispatch(snapshot: Snapshot, turns: Turns | None = None, orders: Orders | No
         claimed=tuple(cycle.claimed),
         orders=kept,
     )
+
+
+def _resume_higher(cycle: _Cycle, walked: list[Line], moved: dict[int, str], turns: Turns) -> None:
+    """Go on with StrictFIFO queues whose head's workflow a lower priority filled after their
+    priority was done (a head holds its workflow's last slot only when it could run, so this
+    is a head another limit kept back too), highest priority first, until none is left."""
+    while not cycle.stopped and (reopened := cycle.resume(walked)):
+        by_level: dict[int, list[Line]] = {}
+        for line in reopened:
+            by_level.setdefault(line.level, []).append(line)
+        for level in sorted(by_level, reverse=True):
+            last = cycle.take_turns(by_level[level])
+            if last is not None and last != turns.last.get(level):
+                moved[level] = last
+            elif last is not None:
+                moved.pop(level, None)
+            cycle.hold_for_heads(by_level[level])
 
 
 def _count_backlog(lines: Mapping[str, Line], ledger: Ledger) -> None:

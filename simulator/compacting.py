@@ -19,8 +19,10 @@ so a workload that does not fit when tried never fits later in the same decision
 * A shape whose first workload its *own* limits stop (its queue's count and quota, its team's
   count, its workflow's limit: what makes a head) can neither go nor hold anything this cycle:
   it is left out of a BestEffortFIFO queue, and of a StrictFIFO queue only its first is shown
-  (it may be the one the queue stops at). A queue whose work is all so stopped, or a
-  StrictFIFO queue whose first workload is, is *idle*: it releases nothing and holds nothing.
+  (it may be the one the queue stops at), except a shape whose workflow is at its limit, which
+  a StrictFIFO queue passes over too and is left out. A queue whose work is all so stopped, or
+  a StrictFIFO queue whose first workload (of a workflow with room) is, is *idle*: it releases
+  nothing and holds nothing.
   Its only part in the decision is its place among the queues of its priority that take
   turns, which matters only to a starving head's claim (a claim moves the turn when it was the
   claimant's turn anyway). So an idle queue is shown as one incomplete workload (dispatch
@@ -223,11 +225,13 @@ class Compactor:
                 members = len(flows.get(workflow, ()))
                 room = min(room, limit - members)
                 own = min(own, limit - members)
-            if strict:
+            # A workflow at its limit: its work is passed over, in a StrictFIFO queue too.
+            full = limit is not None and bool(workflow) and limit - members <= 0
+            if strict and not full:
                 order = queue_order(line[0])
                 if first is None or order < first[0]:
                     first = (order, room, own, line[0])
-            if own <= 0 and not strict:
+            if own <= 0 and (full or not strict):
                 continue
             if team_name:
                 teams.add(team_name)

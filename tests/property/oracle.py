@@ -156,9 +156,19 @@ def in_line(w: Workload) -> bool:
     return w.complete and not w.joins
 
 
+def eligible(w: Workload, snap: Snapshot, usage: Usage) -> bool:
+    """Whether ``w`` takes a place a StrictFIFO queue may stop at: a whole workload, not joining
+    a running group, that could ever run, and whose own workflow has room under ``usage``."""
+    if not in_line(w) or never(w, snap) is not None:
+        return False
+    return not (w.workflow and w.workflow_max_running is not None
+                and usage.count[("workflow", w.workflow)] + 1 > w.workflow_max_running)
+
+
 def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Workload]:
-    """Each queue's head among ``waiting``: its first whole workload that could ever run, when
-    that one could run now; for a BestEffortFIFO queue, the first that could run now."""
+    """Each queue's head among ``waiting``: for a StrictFIFO queue its first eligible workload
+    (``eligible``), when that one could run now; for a BestEffortFIFO queue, the first that
+    could run now."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     for w in waiting:
         if in_line(w) and never(w, snap) is None:
@@ -171,7 +181,7 @@ def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Wor
             if could_run(w, snap, usage):
                 out.append(w)
                 break
-            if strict:
+            if strict and eligible(w, snap, usage):
                 break
     return out
 
@@ -214,10 +224,11 @@ def leaves_short(h: Workload, w: Workload, snap: Snapshot, usage: Usage) -> bool
 def excused(w: Workload, snap: Snapshot, waiting: list[Workload], usage: Usage) -> bool:
     """Whether ``w``, which fits every limit under ``usage``, may legitimately wait: a head of
     higher priority (or a starving one of equal priority) that could run now needs what ``w``
-    would take, or ``w`` stands behind the head of its StrictFIFO queue."""
+    would take, or ``w`` stands behind the head of its StrictFIFO queue (its first eligible
+    workload: work whose own workflow is full is passed over)."""
     queue = snap.queues.get(w.queue)
     if queue is not None and queue.ordering is Ordering.STRICT_FIFO and in_line(w):
-        ahead = [v for v in waiting if v.queue == w.queue and in_line(v) and never(v, snap) is None]
+        ahead = [v for v in waiting if v.queue == w.queue and eligible(v, snap, usage)]
         if in_order(ahead)[0] is not w:
             return True
     mine = level(snap, w)

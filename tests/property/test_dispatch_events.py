@@ -1,12 +1,14 @@
 """Dispatch over random sequences of events: submit (ordinary work, work too big for any quota,
-work that has waited past starvationSeconds), finish, change a limit, pause, swap a member of a
-running pod group (delete a released member, create members with other requests), and dispatch.
+work that has waited past starvationSeconds, the trials of a sweep), finish, change a limit,
+pause, swap a member of a running pod group (delete a released member, create members with
+other requests), and dispatch.
 
 After every decision the checks of the snapshot properties hold, the release is applied as
 the controller would (the workloads start running), and asking again at once releases nothing.
 Lowering a limit below what runs never stops running work, and nothing more joins that scope.
 A cluster with room and a pending workload that fits every limit releases something unless a
-legitimate hold keeps it; and starving claims move the round-robin turn only in turn.
+legitimate hold keeps it (a StrictFIFO queue stops only at eligible work: never at work that its
+own workflow's limit holds); and starving claims move the round-robin turn only in turn.
 """
 
 from __future__ import annotations
@@ -71,6 +73,25 @@ class Cluster(RuleBasedStateMachine):
             workflow, WORKFLOW_MAX.get(workflow), group, group,
         )  # fmt: skip
         self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
+
+    @rule(
+        queue=st.sampled_from([QUEUES[0], *QUEUES]),  # the StrictFIFO queue (if any) twice as often
+        team=st.sampled_from(TEAMS),
+        workflow=st.sampled_from(WORKFLOWS),
+        trials=st.integers(2, 4),
+    )
+    def submit_sweep(self, queue: str, team: str, workflow: str, trials: int) -> None:
+        """Several trials of one sweep, more than its workflow limit lets run, submitted a second
+        before one piece of other work in the same queue: in a StrictFIFO queue that work stands
+        behind the trials its workflow limit holds."""
+        for i in range(trials + 1):
+            self.counter += 1
+            sweep = i < trials
+            w = make_workload(
+                self.counter, queue, team, State.PENDING, 1, 0, 0, 1 if sweep else 0,
+                workflow if sweep else "", WORKFLOW_MAX.get(workflow) if sweep else None, 0, 1,
+            )  # fmt: skip
+            self.snap = replace(self.snap, workloads=[*self.snap.workloads, w])
 
     @rule(queue=st.sampled_from(QUEUES), team=st.sampled_from(TEAMS), gpus=st.sampled_from([11, 16]))
     def submit_impossible(self, queue: str, team: str, gpus: int) -> None:

@@ -3,10 +3,12 @@ events, and why a failed pod failed, in its first line."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cli.stories import FINISHED, render, tell
 from policy import keys
+from policy.pods import format_admitted_at
 from tests.builders import T0, MakePod, timestamp
 
 Obj = dict[str, Any]
@@ -54,3 +56,33 @@ def test_a_pod_in_a_namespace_without_the_team_label_is_said_to_be_outside_sluic
     assert story.headline == f"namespace plain is not connected to Sluicegate (no {keys.TEAM_LABEL} label)"
     assert ("Queue", "whatever (label ignored)") in story.facts
     assert "admitted to queue" not in render(story) and "Waiting:" not in render(story)
+
+
+def test_the_story_runs_on_one_clock_the_release_before_the_schedulers_answer_that_followed_it() -> None:
+    """The controller stamps to the microsecond; kube-scheduler's event and condition to the whole
+    second. The pod was gated at creation, so its PodScheduled condition went False then
+    (SchedulingGated) and keeps that transition's second when the scheduler later says
+    Unschedulable; its event is in the second of the release, truncated below it."""
+    pod = (MakePod("vision-research", "big-1").queue("train").team("vision").gpus(8)
+           .created(0).admitted(0.25)
+           .annotation(keys.DISPATCHED_AT_ANNOTATION, format_admitted_at(T0 + 30.75))
+           .ungated().unschedulable("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.").obj())
+    pod["status"]["conditions"][-1]["lastTransitionTime"] = timestamp(T0)
+    failed = {"type": "Warning", "reason": "FailedScheduling", "source": {"component": "default-scheduler"},
+              "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+              "firstTimestamp": timestamp(T0 + 30), "lastTimestamp": timestamp(T0 + 30)}
+    held = hold_event("QueueLimit", "queue train: 1/1 running", 30.5)
+    held["eventTime"] = format_admitted_at(T0 + 30.5)
+    story = tell(pod, [failed, held], None)
+    lines = [m.what for m in story.timeline]
+    release = next(i for i, w in enumerate(lines) if w.startswith("released by queue train"))
+    cannot = next(i for i, w in enumerate(lines) if w.startswith("kube-scheduler cannot place it"))
+    assert lines.index("held: QueueLimit: queue train: 1/1 running") < release < cannot
+    text = render(story)
+    after_story = text[text.index("Story:"):].splitlines()[1:]
+    printed = [line.split()[0] for line in after_story if line.startswith("  2")]
+    assert len(printed) == len(story.timeline) + len(story.events)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", p) for p in printed), printed
+    told = printed[:len(story.timeline)]
+    assert told == sorted(told)  # in time order: no line reads earlier than the one before it
+    assert told[cannot] == timestamp(T0 + 30)  # the scheduler's own second, not the gate's
