@@ -127,7 +127,7 @@ class ClusterNodes:
         shape = self.nodes.named(name)
         if shape is None:
             return None
-        return Node(shape.name, shape.labels, shape.allocatable, self.usage.of(name))
+        return Node(shape.name, shape.labels, shape.allocatable, self.usage.of(name), shape.taints)
 
     def requested(self, name: str) -> Resources:
         return self.usage.of(name)
@@ -135,4 +135,4 @@ class ClusterNodes:
 
 def with_usage(node: Node, requested: Resources) -> Node:
     """A node sent whole by the scheduler, with the usage the view knows for it."""
-    return Node(node.name, node.labels, node.allocatable, requested)
+    return Node(node.name, node.labels, node.allocatable, requested, node.taints)
