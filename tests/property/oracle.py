@@ -122,6 +122,24 @@ def never(w: Workload, snap: Snapshot) -> Reason | None:
     return None
 
 
+def no_node(w: Workload, snap: Snapshot) -> bool:
+    """Whether some pod of ``w`` fits no node of the snapshot's inventory even empty, restated:
+    every resource it asks for within one node's allocatable (no pools, selectors or taints
+    are drawn here). Unknown nodes (none, or no inventory) hold anything."""
+    nodes = getattr(snap.nodes, "nodes", ())
+    if not nodes:
+        return False
+    return any(
+        not any(all(n.allocatable.get(r, 0) >= need for r, need in p.requests.items()) for n in nodes)
+        for p in w.pods
+    )
+
+
+def can_never_run(w: Workload, snap: Snapshot) -> bool:
+    """Over a quota by itself, or no node could hold it: passed over, holding nothing."""
+    return never(w, snap) is not None or no_node(w, snap)
+
+
 OWN_LAYERS = frozenset(
     {Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA, Reason.TEAM_LIMIT}
 )
@@ -130,7 +148,7 @@ OWN_LAYERS = frozenset(
 def could_run(w: Workload, snap: Snapshot, usage: Usage) -> bool:
     """Only shared capacity keeps ``w`` back: its workflow, its own queue (room and quota) and its
     team's count have room for it, and no quota is beyond it."""
-    if never(w, snap) is not None:
+    if can_never_run(w, snap):
         return False
     layers = set(failing_layers(w, snap, usage))
     return not layers & OWN_LAYERS
@@ -161,7 +179,7 @@ def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Wor
     that one could run now; for a BestEffortFIFO queue, the first that could run now."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     for w in waiting:
-        if in_line(w) and never(w, snap) is None:
+        if in_line(w) and not can_never_run(w, snap):
             by_queue[w.queue].append(w)
     out = []
     for name, line in by_queue.items():
@@ -217,7 +235,7 @@ def excused(w: Workload, snap: Snapshot, waiting: list[Workload], usage: Usage) 
     would take, or ``w`` stands behind the head of its StrictFIFO queue."""
     queue = snap.queues.get(w.queue)
     if queue is not None and queue.ordering is Ordering.STRICT_FIFO and in_line(w):
-        ahead = [v for v in waiting if v.queue == w.queue and in_line(v) and never(v, snap) is None]
+        ahead = [v for v in waiting if v.queue == w.queue and in_line(v) and not can_never_run(v, snap)]
         if in_order(ahead)[0] is not w:
             return True
     mine = level(snap, w)

@@ -25,6 +25,7 @@ from tests.property.oracle import (
     level,
     limit_breaches,
     never,
+    no_node,
     shortfalls,
     starving,
     usage_after,
@@ -60,7 +61,8 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
     assert dict(decision.waiting.reasons()) == {k: w.reason for k, w in decision.waiting.items()}
     # What a controller compares with a pod's condition tells a full quota from one exceeded.
     assert {k: (r, n) for k, r, n in decision.waiting.answers()} == {
-        k: (w.reason, w.message.startswith(NEVER)) for k, w in decision.waiting.items()}
+        k: (w.reason, w.message.startswith(NEVER) or w.reason is Reason.NO_NODE_FITS)
+        for k, w in decision.waiting.items()}
     assert all(decision.waiting[k] == w for k, w in decision.waiting.items())
     impossible: dict[str, int] = {}
     for key, wait in decision.waiting.items():
@@ -73,6 +75,11 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
             impossible[w.queue] = impossible.get(w.queue, 0) + 1
             assert wait.reason is beyond, (key, wait)
             assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
+            continue
+        if no_node(w, snap):
+            impossible[w.queue] = impossible.get(w.queue, 0) + 1
+            assert wait.reason is Reason.NO_NODE_FITS, (key, wait)
+            assert "on one node" in wait.message, (key, wait)
             continue
         failing = failing_layers(w, snap, after)
         if not w.complete:
