@@ -70,7 +70,8 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         giant = kubectl("get", "pod", "llm-pretrain", "-n", "nlp-research")
         assert [g["name"] for g in giant["spec"].get("schedulingGates") or []] == [keys.GATE]
         condition = next(c for c in giant["status"]["conditions"] if c["type"] == keys.CONDITION)
-        assert (condition["status"], condition["reason"], condition["message"]) == ("False", "NoNodeFits", nowhere)
+        told = (condition["status"], condition["reason"], condition["message"])
+        assert told == ("False", "NoNodeFits", nowhere)
         # The pod for the cordoned node: released, shown unplaceable, and so it stands.
         assert "unplaceable: nlp-research/llm-finetune: released by policy, Kubernetes cannot place it: " \
                "0/4 nodes are available" in out

@@ -76,7 +76,8 @@ def test_the_board_counts_pending_running_and_finished_per_queue_and_gpus_per_te
     assert shown.reasons()[("sweeps", "WorkflowLimit")] == (1, "workflow ns/w: 4/4 running")
 
 
-NOWHERE = ("False", "NoNodeFits", "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8")
+NOWHERE = ("False", "NoNodeFits",
+           "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8")
 
 
 def test_a_pod_no_node_fits_waits_gated_with_its_reason_and_its_team_holds_no_gpu_for_it() -> None:
