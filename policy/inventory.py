@@ -15,14 +15,17 @@ An inventory with no node at all says nothing: a control plane whose nodes have 
 registered yet, or a replayed trace that lists none, is taken to fit everything.
 
 The answer depends on the pod's shape only (queue, node constraints, requests), so it is
-worked out once per distinct shape for the inventory's life, not per pod per cycle.
+worked out once per distinct shape for the inventory's life, not per pod per cycle. The usual
+case is cheaper still: a pool (or cluster) whose roomiest node has at least as much of every
+resource as each of the others (nodes alike, or one size above the rest) answers a pod that
+sets no node constraints by comparing its requests with that node's allocatable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from policy.affinity import Placement
+from policy.affinity import NO_PLACEMENT, Placement
 from policy.model import Queue, Selector, Workload
 from policy.placing import Node, describe_selector
 from policy.pods import Pod
@@ -38,7 +41,7 @@ class Inventory:
     def __init__(self, nodes: Iterable[Node] = ()) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self._answers: dict[_Shape, str | None] = {}
-        self._pools: dict[str, tuple[Selector | None, str]] = {}
+        self._pools: dict[str, tuple[Selector | None, str, Mapping[str, int] | None]] = {}
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -59,24 +62,50 @@ class Inventory:
         """Why no node, if it were empty, could hold ``pod`` of ``queue``; None when one could."""
         pool = queue.node_pool if queue is not None and pod.queue else None
         name = queue.name if pool is not None and queue is not None else ""
-        scope = self._scope(name, pool)
-        key = (name, pod.placement, tuple(pod.requests.items()))
+        scope, top = self._scope(name, pool)
+        placement = pod.placement
+        if top is not None and placement is NO_PLACEMENT:
+            for resource, need in pod.requests.items():
+                if need > top.get(resource, 0):
+                    break
+            else:
+                return None
+        key = (name, placement, tuple(pod.requests.items()))
         answers = self._answers
         if key in answers:
             return answers[key]
-        why = answers[key] = _judge(self.nodes, pool, scope, pod.placement, pod.requests)
+        why = answers[key] = _judge(self.nodes, pool, scope, placement, pod.requests)
         return why
 
-    def _scope(self, name: str, pool: Selector | None) -> str:
-        """How messages name where the pod may go; a queue whose pool changed (a new catalog)
-        forgets every answer, since they were worked out for the old one."""
+    def _scope(self, name: str, pool: Selector | None) -> tuple[str, Mapping[str, int] | None]:
+        """How messages name where the pod may go, and the allocatable of the pool's roomiest
+        node when it has at least as much of everything as each other one (None: no such node).
+        A queue whose pool changed (a new catalog) forgets every answer, since they were worked
+        out for the old one."""
         known = self._pools.get(name)
         if known is None or known[0] is not pool:
             if known is not None:
                 self._answers.clear()
             words = "the cluster" if pool is None else f"queue {name}'s node pool ({describe_selector(pool)})"
-            known = self._pools[name] = (pool, words)
-        return known[1]
+            open_ = [n for n in self.nodes if (pool is None or pool.matches(n.labels))
+                     and NO_PLACEMENT.refused_by(n.taints) is None]
+            known = self._pools[name] = (pool, words, _roomiest(open_))
+        return known[1], known[2]
+
+
+def _roomiest(nodes: list[Node]) -> Mapping[str, int] | None:
+    """The allocatable of a node with at least as much of every resource as each of ``nodes``;
+    None when there is none (or no node)."""
+    most: dict[str, int] = {}
+    for node in nodes:
+        for resource, amount in node.allocatable.items():
+            if amount > most.get(resource, 0):
+                most[resource] = amount
+    for node in nodes:
+        allocatable = node.allocatable
+        if all(allocatable.get(r, 0) >= amount for r, amount in most.items()):
+            return allocatable
+    return None
 
 
 def _judge(
