@@ -131,8 +131,10 @@ class Waiting(Mapping[str, Wait]):
 
         What a controller compares with each pod's condition to find the few it must rewrite:
         the reason alone does not tell a quota that is full from a quota the workload exceeds
-        by itself (both read ``QueueQuota``), so ``never`` comes with it. It needs neither
-        messages nor positions, so no queue is sorted for it.
+        by itself (both read ``QueueQuota``), so ``never`` comes with it: True exactly when the
+        message begins with ``limits.NEVER`` (``NoNodeFits``, a reason of its own, needs no
+        flag and has none). It needs neither messages nor positions, so no queue is sorted for
+        it.
         """
         cause = self._cause
         for line in self._lines.values():
@@ -148,7 +150,8 @@ class Waiting(Mapping[str, Wait]):
                 if uniform is not None and _queue_answers_for(w) and not never:
                     yield key, uniform[0], False
                 else:
-                    yield key, cause(w, line)[0], never
+                    reason = cause(w, line)[0]
+                    yield key, reason, never and reason is not Reason.NO_NODE_FITS
 
     def impossible(self) -> Mapping[str, int]:
         """Queue -> how many of its waiting workloads can never run under the current limits

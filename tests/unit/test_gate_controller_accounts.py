@@ -184,6 +184,9 @@ async def test_a_pod_no_node_could_hold_stays_gated_says_so_and_goes_once_a_node
     assert said(world, "big") == (
         "NoNodeFits", "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8")
     assert impossible(world) == 1
+    written = world.api.pod(NS, "big")["metadata"]["resourceVersion"]
+    await cycle(world)  # the condition says what the controller would write: nothing is written
+    assert world.api.pod(NS, "big")["metadata"]["resourceVersion"] == written
 
     world.nodes = Inventory([*world.nodes.nodes, MakeNode("gpu-16").gpus(16).model()])
     await cycle(world)

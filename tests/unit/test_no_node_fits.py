@@ -202,7 +202,9 @@ def test_no_node_fits(case: Case) -> None:
 def test_it_counts_as_work_that_can_never_run() -> None:
     decision = check(CASES[0])
     assert decision.waiting.impossible() == {"a": 1}
-    assert list(decision.waiting.answers()) == [("ml/huge", R.NO_NODE_FITS, True)]
+    # What the controller compares with the pod's condition: the reason alone tells it, and
+    # ``never`` (True only for a message beginning "can never run") stays False.
+    assert list(decision.waiting.answers()) == [("ml/huge", R.NO_NODE_FITS, False)]
 
 
 def test_its_team_uses_nothing() -> None:
