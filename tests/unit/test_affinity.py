@@ -16,7 +16,7 @@ def placement(**spec: object) -> Placement:
     return Pod.parse(MakePod("ml", "p").spec(**spec).obj()).placement
 
 
-def required(*terms: dict[str, object]) -> dict[str, object]:
+def required(*terms: object) -> dict[str, object]:
     terms_ = {"nodeSelectorTerms": list(terms)}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms_}}
 
