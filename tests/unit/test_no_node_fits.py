@@ -3,6 +3,7 @@ nothing, and says why with ``NoNodeFits`` and numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -26,7 +27,7 @@ TOO_BIG = "needs 16 nvidia.com/gpu on one node; the largest node of the cluster 
 class Case:
     id: str
     pods: list[MakePod]
-    nodes: list[MakeNode | Node]
+    nodes: Sequence[MakeNode | Node]
     queues: list[MakeQueue] = field(default_factory=lambda: [MakeQueue("a")])
     teams: list[MakeTeam] = field(default_factory=list)
     policy: MakePolicy | None = None
