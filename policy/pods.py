@@ -187,9 +187,14 @@ class Pod:
         phase = status.get("phase") or "Pending"
         try:
             requests = pod_requests(spec)
-            placement = Placement.parse(spec, "spec")
         except InvalidObject as e:
             raise InvalidObject(f"{where}: {e}") from e
+        try:
+            placement = Placement.parse(spec, "spec")
+        except InvalidObject:
+            # Mutating admission sees a pod before the API server validates it; one whose node
+            # constraints do not parse is refused there, so it never reaches dispatch.
+            placement = NO_PLACEMENT
         annotations = fields.labels(meta.get("annotations"), f"{where}: metadata.annotations")
         created = fields.timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
         return cls(

@@ -78,8 +78,12 @@ def test_a_cordon_and_a_soft_taint_keep_no_pod_off_a_node_for_good() -> None:
     assert tolerant.refused_by(node.taints) is None
 
 
-def test_a_bad_operator_is_refused_naming_the_field() -> None:
+def test_a_bad_operator_is_refused_naming_the_field_and_a_pod_carrying_one_still_parses() -> None:
+    """The API server refuses such a pod after mutating admission has seen it: admission must
+    still read it (and say what it says of the rest), so the pod reads as setting none."""
+    bad = MakePod("ml", "p").spec(tolerations=[{"key": "gpu", "operator": "Maybe"}]).obj()
     with pytest.raises(InvalidObject, match=r"tolerations\[0\]\.operator"):
-        placement(tolerations=[{"key": "gpu", "operator": "Maybe"}])
+        Placement.parse(bad["spec"], "spec")
     with pytest.raises(InvalidObject, match=r"matchExpressions\[0\]\.operator"):
-        placement(affinity=required({"matchExpressions": [{"key": "a", "operator": "Near"}]}))
+        Placement.parse({"affinity": required({"matchExpressions": [{"key": "a", "operator": "Near"}]})}, "spec")
+    assert Pod.parse(bad).placement is NO_PLACEMENT
