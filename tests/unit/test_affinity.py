@@ -85,5 +85,6 @@ def test_a_bad_operator_is_refused_naming_the_field_and_a_pod_carrying_one_still
     with pytest.raises(InvalidObject, match=r"tolerations\[0\]\.operator"):
         Placement.parse(bad["spec"], "spec")
     with pytest.raises(InvalidObject, match=r"matchExpressions\[0\]\.operator"):
-        Placement.parse({"affinity": required({"matchExpressions": [{"key": "a", "operator": "Near"}]})}, "spec")
+        near = required({"matchExpressions": [{"key": "a", "operator": "Near"}]})
+        Placement.parse({"affinity": near}, "spec")
     assert Pod.parse(bad).placement is NO_PLACEMENT
