@@ -23,7 +23,7 @@ from cli.tables import json_text
 from kube.connecting import JSON, ApiError, Connection, KubeError
 from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
-from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
+from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, NODES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
 from policy import keys
 from policy.marks import FIELD_SELECTOR, LABEL_SELECTOR
 from process import kubeyaml
@@ -85,7 +85,18 @@ async def _observe(connection: Connection) -> Observation:
         lists.append(answer)
     queues, teams, presets, policies, namespaces, pods = lists
     return Observation(queues, teams, presets, policies[0] if policies else None, namespaces, pods,
-                       time.time())
+                       time.time(), await _nodes(connection))
+
+
+async def _nodes(connection: Connection) -> list[JSON] | None:
+    """The Nodes, for the node inventory dispatch decides with; None when the reader may not
+    list them (then every pod is taken to fit some node, and a NoNodeFits pod reads as releasable)."""
+    try:
+        return await list_all(connection, NODES)
+    except ApiError as e:
+        if e.status == 403:
+            return None
+        raise
 
 
 async def _observe_namespace(connection: Connection, namespace: str) -> Observation:

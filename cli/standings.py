@@ -1,7 +1,8 @@
 """Where every queue and every pending pod stands: the controller's own decision, taken again.
 
 The CLI reads what the controller reads (the Queues, Teams, Presets, the Policy, the opted-in
-namespaces and the managed pods that are not finished: ``policy.marks``' selectors), sorts the
+namespaces, the managed pods that are not finished: ``policy.marks``' selectors, and the Nodes,
+for the node inventory, when the reader may list them), sorts the
 pods by the controller's own rule (``policy.membership``: a released pod counts toward the team
 admission stamped on it whatever its namespace says now; a gated pod whose namespace left that
 team is held with ``NamespaceLeftTeam``; pods admission never marked count for nothing), builds
@@ -26,9 +27,11 @@ from policy import fields, keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, dispatch
 from policy.fields import InvalidObject, Obj
+from policy.inventory import Inventory
 from policy.marks import counts_for_dispatch
 from policy.membership import Membership, left_team_message, membership
 from policy.model import Namespace, Snapshot, State, Workload
+from policy.placing import Node
 from policy.pods import Pod
 from policy.quantities import QuantityError
 from policy.usage import display, tally
@@ -51,6 +54,8 @@ class Observation:
     namespaces: Sequence[Obj] = ()
     pods: Sequence[Obj] = ()
     now: float = 0.0
+    nodes: Sequence[Obj] | None = None
+    """The Nodes; None when not read (then the nodes are not known: every pod fits one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +202,24 @@ def stand(seen: Observation) -> Standing:
                                    policy=seen.policy)
     pods = sort_pods(seen.pods, namespace_teams(seen.namespaces))
     snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(pods.counting),
-                        seen.now)
+                        seen.now, inventory(seen.nodes))
     decision = dispatch(snapshot)
     return Standing(snapshot, decision, catalog, _entries(snapshot, decision, pods), pods.unreadable,
                     _running(snapshot))
+
+
+def inventory(nodes: Sequence[Obj] | None) -> Inventory | None:
+    """The node inventory the controller decides with (``policy.inventory``), from the Nodes
+    read; a Node that does not parse is left out, as the controller's reflector leaves it."""
+    if nodes is None:
+        return None
+    parsed = []
+    for obj in nodes:
+        try:
+            parsed.append(Node.parse(obj))
+        except InvalidObject:
+            continue
+    return Inventory(parsed)
 
 
 UNDECIDED: Final = "not yet decided by the controller"

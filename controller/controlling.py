@@ -59,7 +59,7 @@ from policy import keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
 from policy.membership import Membership, membership
-from policy.model import Snapshot, State, Workload
+from policy.model import Nodes, Snapshot, State, Workload
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,7 @@ class GateController:
         parts: Parts,
         *,
         team_of: Callable[[str], str | None] | None = None,
+        nodes: Callable[[], Nodes | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -178,6 +179,9 @@ class GateController:
         self.team_of = team_of
         """The team a namespace opts in to now (None: none), for ``policy.membership``; without
         it every namespace is taken to opt in to the team admission stamped on its pods."""
+        self.nodes = nodes
+        """The node inventory now (``policy.inventory``): dispatch releases no workload that no
+        node could hold. None: the nodes are not known, and every pod is taken to fit."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -334,7 +338,8 @@ class GateController:
         big = len(managed) >= OFFLOAD_WORKLOADS
         if big:
             self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``
-        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now)
+        nodes = self.nodes()
+        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now, nodes)
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
         if len(snapshot.workloads) < OFFLOAD_WORKLOADS:

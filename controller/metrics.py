@@ -61,8 +61,9 @@ class ControllerMetrics:
         self.queue_waiting = gauge("sluicegate_queue_waiting_workloads",
                                    "Pending workloads by queue and the reason they wait", ["queue", "reason"])
         self.queue_impossible = gauge("sluicegate_impossible_workloads",
-                                      "Pending workloads that can never run under the current limits "
-                                      "(each asks for more than a quota allows by itself), by queue",
+                                      "Pending workloads that can never run under what exists now "
+                                      "(each asks for more than a quota allows by itself, or no node "
+                                      "could hold one of its pods: NoNodeFits), by queue",
                                       ["queue"])
         self.team_pending = gauge("sluicegate_team_pending_workloads", "Pending workloads, by team", ["team"])
         self.team_running = gauge("sluicegate_team_running_workloads", "Running workloads, by team", ["team"])

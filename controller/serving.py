@@ -35,11 +35,13 @@ from controller.reporting import Reporter, Shown
 from controller.settings import Settings, parse
 from controller.snapshots import SnapshotBuilder
 from extender.application import extender_app
+from extender.nodes import NodeShapes, watch_nodes
 from kube.cache import Cache
 from kube.connecting import Connection
 from kube.leasing import Elector
 from kube.resources import PODS
 from policy.catalog import Catalog
+from policy.model import Nodes
 from process import catalogs
 from process.certificates import ReloadingCertificate
 from process.serving import Servers, run
@@ -67,6 +69,7 @@ def gate_controller(
     shown: Shown,
     policy_exists: Callable[[], bool] = lambda: False,
     team_of: Callable[[str], str | None] | None = None,
+    nodes: Callable[[], Nodes | None] = lambda: None,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
 ) -> GateController:
@@ -94,7 +97,7 @@ def gate_controller(
         freezer=Freezer(),
     )
     controller = GateController(settings, connection, pods, catalog, leadership, metrics, parts,
-                                team_of=team_of, clock=clock, wall=wall)
+                                team_of=team_of, nodes=nodes, clock=clock, wall=wall)
     releaser.on_settled(controller.settled)
     return controller
 
@@ -105,22 +108,25 @@ async def serve(settings: Settings) -> None:
     # Quiet: a pod change kicks a cycle through the controller's own filter, not every change.
     pods = cache.watch(PODS, managed_pod, label_selector=LABEL_SELECTOR, field_selector=FIELD_SELECTOR,
                        quiet=True)
+    # The Nodes, shared with the extender: dispatch releases nothing that no node could hold.
+    shapes = NodeShapes(watch_nodes(cache))
     metrics = ControllerMetrics()
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     elector = Elector(connection, settings.lease)
     controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
                                  policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                 team_of=lambda ns: _team_of(cache, ns))
+                                 team_of=lambda ns: _team_of(cache, ns), nodes=shapes.inventory)
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
+    shapes.on_change(controller.queue.kick)  # a node came, went or changed its shape
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
     servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,
                   settings.metrics_port)
     if settings.extender:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
-        servers.tls(extender_app(cache, metrics.registry), settings.host, settings.port,
+        servers.tls(extender_app(cache, metrics.registry, shapes.nodes), settings.host, settings.port,
                     certificate)
     cache.start()
     dispatching = asyncio.create_task(_after_sync(cache, controller.run), name="dispatch")

@@ -17,7 +17,7 @@ from controller.assumptions import Assumptions
 from controller.managed import ManagedPod
 from controller.pacing import Steps, batches, run_through
 from policy.catalog import Catalog
-from policy.model import Snapshot, Workload
+from policy.model import Nodes, Snapshot, Workload
 from policy.pods import Pod
 from policy.workloads import group_key, group_workloads, limited, workflow_limits, workload_of
 
@@ -37,13 +37,18 @@ class SnapshotBuilder:
         self._singles.clear()
         self._limited.clear()
 
-    def build(self, pods: Iterable[ManagedPod], catalog: Catalog, now: float) -> Snapshot:
-        return run_through(self.building(list(pods), catalog, now))
+    def build(
+        self, pods: Iterable[ManagedPod], catalog: Catalog, now: float, nodes: Nodes | None = None
+    ) -> Snapshot:
+        return run_through(self.building(list(pods), catalog, now, nodes))
 
-    def building(self, pods: Sequence[ManagedPod], catalog: Catalog, now: float) -> Steps[Snapshot]:
-        """``build`` in steps (``controller.pacing``), a batch of pods at a time."""
+    def building(
+        self, pods: Sequence[ManagedPod], catalog: Catalog, now: float, nodes: Nodes | None = None
+    ) -> Steps[Snapshot]:
+        """``build`` in steps (``controller.pacing``), a batch of pods at a time; ``nodes`` is
+        the node inventory (None: not known, every pod is taken to fit a node)."""
         workloads = yield from self._workloads(pods)
-        return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now)
+        return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now, nodes)
 
     def workloads(self, pods: Iterable[ManagedPod]) -> list[Workload]:
         return run_through(self._workloads(list(pods)))

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _finish(outcome: Outcome, root: Path, cluster: LocalCluster, down: str) -> int:
-    for line in summary_lines(outcome.summary, outcome.refused_by):
+    for line in summary_lines(outcome.summary, outcome.refused_by, outcome.no_node):
         _say(line)
     summary_file, record_file = save(outcome, root / "demo")
     _say(f"figures: {summary_file}; the auditor's record: {record_file}")

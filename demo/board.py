@@ -106,6 +106,14 @@ def unplaceable(pod: Obj) -> str | None:
     return message[len(UNPLACEABLE):] if message.startswith(UNPLACEABLE) else None
 
 
+def no_node_fits(pod: Obj) -> str | None:
+    """Why no node could hold a pod the controller keeps gated for that (``NoNodeFits``)."""
+    found = condition(pod)
+    if not gated(pod) or finished(pod) or found is None or found.get("reason") != keys.Reason.NO_NODE_FITS:
+        return None
+    return str(found.get("message") or "")
+
+
 def gpus(pod: Obj) -> int:
     return requested(dict(pod.get("spec") or {}), keys.GPU_RESOURCE)
 

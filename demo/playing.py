@@ -24,7 +24,7 @@ from audit.recording import recording
 from audit.records import Record
 from controlplane.launching import LocalCluster
 from demo import story
-from demo.board import board, finished, unplaceable
+from demo.board import board, finished, no_node_fits, unplaceable
 from demo.following import following
 from demo.showing import View
 from demo.summary import Summary, limits, summarize
@@ -49,6 +49,8 @@ class Outcome:
     summary: Summary
     record: Record
     refused_by: str
+    no_node: dict[str, str]
+    """Pod -> why no node could hold it: never released (``NoNodeFits``)."""
 
 
 def denial(stderr: str) -> str:
@@ -59,9 +61,11 @@ def denial(stderr: str) -> str:
 
 
 def set_scene(cluster: LocalCluster, clock: Callable[[], float] = time.monotonic) -> None:
-    """The spot pool, the sample setup, and admission knowing it."""
+    """The spot pool, the reserved node (cordoned), the sample setup, and admission knowing it."""
     for node in story.SPOT_NODES:
         cluster.kubectl("label", "node", node, "=".join(story.SPOT_LABEL), "--overwrite")
+    cluster.kubectl("label", "node", story.RESERVED_NODE, "=".join(story.RESERVED_LABEL), "--overwrite")
+    cluster.kubectl("cordon", story.RESERVED_NODE)
     cluster.kubectl("apply", "-k", str(SAMPLES))
     probe = kubeyaml.dump(story.notebook(0))
     deadline = clock() + SCENE_SECONDS
@@ -114,6 +118,7 @@ class Player:
         refused_by = next(f"{p.user.name} ({', '.join(p.user.groups)}) submitting {', '.join(p.names)}"
                           f" to queue {story.URGENT_QUEUE}" for p in plays if p.refused)
         placed: dict[str, str] = {}
+        nowhere: dict[str, str] = {}
         # Submissions run one after another on a thread of their own, so the view keeps
         # showing what happens while a `kubectl create` of 16 trials takes its seconds; what
         # they say comes back through ``notes``, stamped when said, and is shown from here.
@@ -149,6 +154,10 @@ class Player:
                             placed[key] = why
                             self.view.said(at, f"{key} was released by policy, but Kubernetes cannot "
                                                f"place it: {why}")
+                        never = no_node_fits(pod)
+                        if never is not None and key not in nowhere:
+                            nowhere[key] = never
+                            self.view.said(at, f"{key} is not released: no node could hold it: {never}")
                     if not plays and not submitted and _over(seen, expected):
                         break
                     if at > STORY_SECONDS:
@@ -166,17 +175,21 @@ class Player:
         held = limits(queues, self._json("get", "teams")["items"],
                       json.loads(policy.stdout) if policy.returncode == 0 else None, seen)
         summary = summarize(record, held, until=until, refused=refused, unplaceable=placed)
-        return Outcome(summary, record, refused_by)
+        return Outcome(summary, record, refused_by, nowhere)
+
+
+def _settled(pod: Obj) -> bool:
+    """Finished, or waiting for good: unplaceable, or held because no node could hold it."""
+    return finished(pod) or unplaceable(pod) is not None or no_node_fits(pod) is not None
 
 
 def _over(pods: list[Obj], expected: int) -> bool:
-    """Every pod has been created, and each has finished or is reported unplaceable."""
-    return len(pods) >= expected and all(finished(p) or unplaceable(p) is not None for p in pods)
+    """Every pod has been created, and each has finished or waits for good (``_settled``)."""
+    return len(pods) >= expected and all(_settled(p) for p in pods)
 
 
 def _going(pods: list[Obj]) -> str:
-    names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
-             if not finished(p) and unplaceable(p) is None]
+    names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if not _settled(p)]
     return ", ".join(names) or "none"
 
 
@@ -184,7 +197,8 @@ def save(outcome: Outcome, directory: Path) -> tuple[Path, Path]:
     """``summary.json`` and the auditor's ``record.json``, for tests and for a look afterwards."""
     directory.mkdir(parents=True, exist_ok=True)
     summary = directory / "summary.json"
-    summary.write_text(json.dumps({**outcome.summary.to_json(), "refusedBy": outcome.refused_by}, indent=2))
+    summary.write_text(json.dumps({**outcome.summary.to_json(), "refusedBy": outcome.refused_by,
+                                   "noNodeFits": outcome.no_node}, indent=2))
     record = directory / "record.json"
     record.write_text(json.dumps(outcome.record.to_json()))
     return summary, record

@@ -8,6 +8,7 @@ board)`` a few times a second, ``close()`` at the end. The summary is plain text
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Protocol, TextIO
 
 from rich import box
@@ -153,7 +154,7 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
 
-def summary_lines(summary: Summary, refused_by: str) -> list[str]:
+def summary_lines(summary: Summary, refused_by: str, no_node: Mapping[str, str] | None = None) -> list[str]:
     out = ["Summary, from the auditor's own record of every pod:",
            f"  {'queue':<16} {'pods':>5} {'released':>9} {'waiting':>8} {'mean wait':>10} {'p95 wait':>9} "
            f"{'GPU-hours':>10} {'unplaced quota-hours':>20}"]
@@ -171,6 +172,8 @@ def summary_lines(summary: Summary, refused_by: str) -> list[str]:
                    "over the auditor's record)")
     out.append(f"refused: {refused_by}: {summary.refused}" if summary.refused
                else f"refused: NOT REFUSED: {refused_by} was admitted")
+    for pod, words in (no_node or {}).items():
+        out.append(f"no node fits: {pod}: never released, holds no quota: {words}")
     for pod, words in summary.unplaceable.items():
         out.append(f"unplaceable: {pod}: released by policy, Kubernetes cannot place it: {words}")
     if not summary.unplaceable:

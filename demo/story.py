@@ -2,12 +2,15 @@
 
 The setup is ``manifests/samples`` as shipped (teams vision and nlp, their queues and presets)
 on four fake nodes of 8 GPUs; two of them are labelled ``pool=spot``, the node pool of the
-``sweeps`` queue. Then, within a quarter of a minute:
+``sweeps`` queue, and one ``pool=reserved``, cordoned for maintenance. Then, within a quarter
+of a minute:
 
 * alice launches a hyperparameter sweep of 16 one-GPU trials (preset ``sweep-trial``: queue
   ``sweeps``, at most 4 trials of a workflow running), so 12 trials wait with ``WorkflowLimit``;
-* dmitri submits a pretraining pod asking for 16 GPUs, more than any node has: policy lets it
-  go (its queue and team have the quota) and kube-scheduler cannot place it;
+* dmitri submits a pretraining pod asking for 16 GPUs, more than any node has: it is never
+  released (``NoNodeFits``, with the numbers), so it holds none of team nlp's quota;
+* dmitri submits a fine-tuning pod for the reserved node: some node could hold it, so policy
+  lets it go, and kube-scheduler cannot place it while that node is cordoned;
 * bob opens notebooks one after another in ``vision-notebooks`` (preset ``notebook``: one GPU,
   queue ``notebooks``): they flow through their own queue while the sweep waits;
 * carol of the on-call group submits an urgent retraining Job to ``urgent-retrain``
@@ -30,6 +33,9 @@ Obj = dict[str, Any]
 
 SPOT_LABEL: Final = ("pool", "spot")
 SPOT_NODES: Final = ("gpu-node-2", "gpu-node-3")
+RESERVED_LABEL: Final = ("pool", "reserved")
+RESERVED_NODE: Final = "gpu-node-1"
+"""Cordoned for the whole story: the node pods selecting ``pool=reserved`` wait for."""
 
 SWEEP: Final = "lr-sweep"
 SWEEP_TRIALS: Final = 16
@@ -43,6 +49,8 @@ URGENT_GPUS: Final = 2
 URGENT_SECONDS: Final = 8
 GIANT: Final = "llm-pretrain"
 GIANT_GPUS: Final = 16
+FINETUNE: Final = "llm-finetune"
+FINETUNE_GPUS: Final = 8
 REFUSED: Final = "bob-urgent"
 
 
@@ -86,15 +94,18 @@ def _gpus(count: int) -> Obj:
 
 
 def _pod(name: str, seconds: int, *, labels: Obj | None = None, annotations: Obj | None = None,
-         gpus: int | None = None, container: str = "main") -> Obj:
+         gpus: int | None = None, container: str = "main", node_selector: Obj | None = None) -> Obj:
     main: Obj = {"name": container, "image": IMAGE}
     if gpus is not None:
         main["resources"] = _gpus(gpus)
+    spec: Obj = {"restartPolicy": "Never", "containers": [main]}
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": dict(labels or {}),
                      "annotations": {KWOK_DELAY_ANNOTATION: f"{seconds}s", **(annotations or {})}},
-        "spec": {"restartPolicy": "Never", "containers": [main]},
+        "spec": spec,
     }
 
 
@@ -126,6 +137,11 @@ def giant() -> Obj:
     return _pod(GIANT, 60, container="pretrain", gpus=GIANT_GPUS, labels={keys.QUEUE_LABEL: "nlp-train"})
 
 
+def finetune() -> Obj:
+    return _pod(FINETUNE, 60, container="finetune", gpus=FINETUNE_GPUS,
+                labels={keys.QUEUE_LABEL: "nlp-train"}, node_selector=dict([RESERVED_LABEL]))
+
+
 def refused() -> Obj:
     return _pod(REFUSED, 5, gpus=1, labels={keys.QUEUE_LABEL: URGENT_QUEUE})
 
@@ -138,6 +154,8 @@ def story() -> tuple[Submission, ...]:
                    "(preset sweep-trial, queue sweeps)"),
         Submission(2.0, DMITRI, "nlp-research", (giant(),),
                    f"dmitri submits {GIANT}, asking for {GIANT_GPUS} GPUs on one pod (nodes have 8)"),
+        Submission(3.0, DMITRI, "nlp-research", (finetune(),),
+                   f"dmitri submits {FINETUNE}, {FINETUNE_GPUS} GPUs on the reserved node (cordoned)"),
         Submission(5.0, CAROL, "vision-research", (urgent_job(),),
                    f"carol (on call) submits Job {URGENT_JOB} to queue {URGENT_QUEUE} (priority 100)"),
         Submission(7.0, BOB, "vision-research", (refused(),),

@@ -8,10 +8,13 @@ Each pod change moves its requests off its old node's total and onto its new one
 request reads a node's total, never sums its pods.
 
 Both reflectors are quiet: node heartbeats and unmanaged pods never wake the dispatch loop.
+The controller reads the same Nodes reflector as its node inventory (``NodeShapes``), so a
+process that serves both keeps one copy of the nodes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Protocol
@@ -21,6 +24,7 @@ from kube.connecting import JSON
 from kube.reflecting import Change, Reflector
 from kube.resources import NODES, PODS
 from policy import fields
+from policy.inventory import Inventory
 from policy.placing import Node
 from policy.pods import Phase, pod_requests
 from policy.quantities import EMPTY, Resources
@@ -66,8 +70,41 @@ def bound_pod(obj: JSON) -> Bound:
 
 
 def node_shape(obj: JSON) -> Node:
-    """The reflector's converter for Nodes: labels and allocatable, usage filled in on read."""
+    """The reflector's converter for Nodes: labels, allocatable and taints, usage filled in on read."""
     return Node.parse(obj)
+
+
+def watch_nodes(cache: Cache) -> Reflector[Node]:
+    """The quiet Nodes reflector that the extender and the controller's inventory share."""
+    return cache.watch(NODES, node_shape, quiet=True)
+
+
+class NodeShapes:
+    """The nodes as dispatch reads them: an ``Inventory`` of their shapes, built again only
+    when a node comes, goes, or changes its labels, allocatable or taints (not on heartbeats)."""
+
+    def __init__(self, nodes: Reflector[Node]) -> None:
+        self.nodes = nodes
+        self._inventory: Inventory | None = None
+        self._listeners: list[Callable[[], None]] = []
+        nodes.add_listener(self._changed)
+
+    def inventory(self) -> Inventory:
+        if self._inventory is None:
+            self._inventory = Inventory(self.nodes.values())
+        return self._inventory
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` when the inventory changes: a node that could hold waiting work
+        may have come."""
+        self._listeners.append(listener)
+
+    def _changed(self, change: Change[Node]) -> None:
+        if change.old is not None and change.new is not None and change.old == change.new:
+            return
+        self._inventory = None
+        for listener in self._listeners:
+            listener()
 
 
 class Usage:
@@ -109,10 +146,11 @@ class Usage:
 
 class ClusterNodes:
     """The node view over the cache's reflectors (add it before the cache starts, or after:
-    ``Cache.watch`` starts a late reflector at once)."""
+    ``Cache.watch`` starts a late reflector at once); ``nodes``, when given, is the Nodes
+    reflector (``watch_nodes``) another reader shares."""
 
-    def __init__(self, cache: Cache) -> None:
-        self.nodes: Reflector[Node] = cache.watch(NODES, node_shape, quiet=True)
+    def __init__(self, cache: Cache, nodes: Reflector[Node] | None = None) -> None:
+        self.nodes: Reflector[Node] = nodes if nodes is not None else watch_nodes(cache)
         self.pods: Reflector[Bound] = cache.watch(PODS, bound_pod, field_selector=BOUND_PODS, quiet=True)
         self.usage = Usage()
         self.pods.add_listener(self.usage.changed)
@@ -127,7 +165,7 @@ class ClusterNodes:
         shape = self.nodes.named(name)
         if shape is None:
             return None
-        return Node(shape.name, shape.labels, shape.allocatable, self.usage.of(name))
+        return Node(shape.name, shape.labels, shape.allocatable, self.usage.of(name), shape.taints)
 
     def requested(self, name: str) -> Resources:
         return self.usage.of(name)
@@ -135,4 +173,4 @@ class ClusterNodes:
 
 def with_usage(node: Node, requested: Resources) -> Node:
     """A node sent whole by the scheduler, with the usage the view knows for it."""
-    return Node(node.name, node.labels, node.allocatable, requested)
+    return Node(node.name, node.labels, node.allocatable, requested, node.taints)

@@ -20,7 +20,9 @@ reports ``usage``. The rules, as docs/concepts.md states them:
   whose workflow fills later in the decision (another queue released into it) lets its queue
   go on (``resume``). A ``BestEffortFIFO`` queue lets later work that fits go ahead.
 * A workload that can never run under the current limits (it asks for more than a quota by
-  itself) is passed over: it holds nothing, blocks nothing, and says why (``limits``).
+  itself) is passed over: it holds nothing, blocks nothing, and says why (``limits``). So is
+  one that no node could hold even if it were empty (``inventory``, ``NoNodeFits``): a
+  release cannot be undone, and such a pod would hold its quota for nothing.
 * Priority is strict over shared capacity: a queue's head that could run now but for shared
   capacity holds what it needs from lower-priority queues, and from its equal-priority peers
   too once it has waited longer than ``starvationSeconds`` (``holds``).
@@ -160,10 +162,14 @@ class _Cycle:
             line.done = True
             return None
         order = line.order
+        nodes = self.snapshot.nodes or None
+        queue = line.queue
         for i in range(line.cursor, len(order)):
             w = order[i]
             if w.joins or not w.complete:  # joining pods go in their own step (``join``)
                 continue
+            if nodes is not None and nodes.refusal(w, queue) is not None:
+                continue  # no node could ever hold it: passed over, like work over a quota
             if passes(w):
                 line.cursor = i
                 return w
@@ -194,8 +200,11 @@ class _Cycle:
     def join(self, lines: list[Line], joining: Mapping[str, list[Workload]]) -> None:
         """Release the pods joining running groups in ``lines`` (``joining``: by queue, in queue
         order) that pass every layer and every hold: each adds its requests, and takes no slot."""
+        nodes = self.snapshot.nodes or None
         for line in lines:
             for w in joining.get(line.name, ()):
+                if nodes is not None and nodes.refusal(w, line.queue) is not None:
+                    continue
                 if self.fits(w, line):
                     self.ledger.run(w)
                     line.released.add(w.key)

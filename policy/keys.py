@@ -60,6 +60,9 @@ class Reason(StrEnum):
     TEAM_QUOTA = "TeamQuota"
     GLOBAL_LIMIT = "GlobalLimit"
     GLOBAL_QUOTA = "GlobalQuota"
+    NO_NODE_FITS = "NoNodeFits"
+    """Work that no node of the cluster could hold even if it were empty (``policy.inventory``):
+    it can never run on the nodes that exist now, like work over a quota by itself."""
     HELD_FOR_PRIORITY = "HeldForPriority"
     GROUP_INCOMPLETE = "GroupIncomplete"
     WAITING_TURN = "WaitingTurn"

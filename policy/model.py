@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from policy import fields, keys
 from policy.fields import InvalidObject, Obj
@@ -289,6 +290,18 @@ class Workload:
         return len(self.pods) >= self.group_size and not self.disagreement and not self.surplus
 
 
+class Nodes(Protocol):
+    """The cluster's nodes as dispatch reads them (``policy.inventory.Inventory``)."""
+
+    def __len__(self) -> int:
+        """How many nodes are known; none means nothing is known of them."""
+        ...
+
+    def refusal(self, w: Workload, queue: Queue | None) -> str | None:
+        """Why no node, if it were empty, could hold one of ``w``'s pods; None when each could."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one dispatch decision looks at, taken at one instant ``now``."""
@@ -298,4 +311,7 @@ class Snapshot:
     policy: Policy
     workloads: Sequence[Workload]
     now: float = 0.0
+    nodes: Nodes | None = None
+    """The cluster's nodes (``policy.inventory``); None when not known: every pod is taken to
+    fit some node."""
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from policy import keys
+from policy.affinity import Taint, parse_taints
 from policy.fields import InvalidObject, Obj
 from policy.model import Queue, Selector
 from policy.pods import Pod
@@ -39,6 +40,7 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=lambda: _NO_LABELS)
     allocatable: Resources = field(default_factory=lambda: EMPTY)
     requested: Resources = field(default_factory=lambda: EMPTY)  # by its pods that have not ended
+    taints: tuple[Taint, ...] = ()
 
     def free(self, resource: str) -> int:
         """Milli-units of ``resource`` not yet requested (never below zero)."""
@@ -59,8 +61,10 @@ class Node:
             allocatable = parse_resources(status.get("allocatable"), where=f"Node {name}: status.allocatable")
         except QuantityError as e:
             raise InvalidObject(str(e)) from e
+        taints = parse_taints(node.get("spec") or {}, f"Node {name}: spec")
         bound = (p.requests for p in pods if p.node_name == name and not p.terminal)
-        return cls(name, MappingProxyType(dict(labels)), allocatable, MappingProxyType(dict(total(bound))))
+        requested = MappingProxyType(dict(total(bound)))
+        return cls(name, MappingProxyType(dict(labels)), allocatable, requested, taints)
 
 
 @dataclass(frozen=True, slots=True)

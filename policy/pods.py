@@ -10,6 +10,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from policy import fields, keys
+from policy.affinity import NO_PLACEMENT, Placement
 from policy.fields import InvalidObject, Obj
 from policy.quantities import EMPTY, Resources, add, maximum
 
@@ -137,6 +138,7 @@ class Pod:
     unschedulable: str = ""  # the scheduler's message while it cannot place a released pod
     condition_reason: str = ""  # the reason of the Dispatched condition as last written
     deleting: bool = False  # metadata.deletionTimestamp is set (a finalizer may keep it a while)
+    placement: Placement = NO_PLACEMENT  # its node selector, required node affinity, tolerations
 
     @property
     def key(self) -> str:
@@ -187,6 +189,12 @@ class Pod:
             requests = pod_requests(spec)
         except InvalidObject as e:
             raise InvalidObject(f"{where}: {e}") from e
+        try:
+            placement = Placement.parse(spec, "spec")
+        except InvalidObject:
+            # Mutating admission sees a pod before the API server validates it; one whose node
+            # constraints do not parse is refused there, so it never reaches dispatch.
+            placement = NO_PLACEMENT
         annotations = fields.labels(meta.get("annotations"), f"{where}: metadata.annotations")
         created = fields.timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
         return cls(
@@ -204,6 +212,7 @@ class Pod:
             unschedulable=unschedulable,
             condition_reason=condition_reason,
             deleting=meta.get("deletionTimestamp") is not None,
+            placement=placement,
         )
 
 

@@ -11,10 +11,12 @@ The reason is the first that applies, in this order: for work that can never run
 current limits, the reason of the quota it exceeds by itself (``QueueQuota``, ``TeamQuota`` or
 ``GlobalQuota``) with a message that says so and by how much, since nothing else matters
 while that holds (gated pods beyond the size of their running group come first of all, with
-``WaitingTurn``: they wait for one of the group's pods to end); ``GroupIncomplete``; then the
+``WaitingTurn``: they wait for one of the group's pods to end); then ``NoNodeFits`` for work
+that no node could hold (``policy.inventory``), the other kind of work that can never run
+under what exists now; ``GroupIncomplete``; then the
 four layers of limits (workflow, queue, team, cluster); then ``HeldForPriority``; and else
 ``WaitingTurn`` (the workload would fit, but stands behind a StrictFIFO queue's blocked head).
-``impossible()`` counts the work that can never run, per queue.
+``impossible()`` counts the work that can never run (both kinds), per queue.
 """
 
 from __future__ import annotations
@@ -129,8 +131,10 @@ class Waiting(Mapping[str, Wait]):
 
         What a controller compares with each pod's condition to find the few it must rewrite:
         the reason alone does not tell a quota that is full from a quota the workload exceeds
-        by itself (both read ``QueueQuota``), so ``never`` comes with it. It needs neither
-        messages nor positions, so no queue is sorted for it.
+        by itself (both read ``QueueQuota``), so ``never`` comes with it: True exactly when the
+        message begins with ``limits.NEVER`` (``NoNodeFits``, a reason of its own, needs no
+        flag and has none). It needs neither messages nor positions, so no queue is sorted for
+        it.
         """
         cause = self._cause
         for line in self._lines.values():
@@ -146,7 +150,8 @@ class Waiting(Mapping[str, Wait]):
                 if uniform is not None and _queue_answers_for(w) and not never:
                     yield key, uniform[0], False
                 else:
-                    yield key, cause(w, line)[0], never
+                    reason = cause(w, line)[0]
+                    yield key, reason, never and reason is not Reason.NO_NODE_FITS
 
     def impossible(self) -> Mapping[str, int]:
         """Queue -> how many of its waiting workloads can never run under the current limits
@@ -170,8 +175,9 @@ class Waiting(Mapping[str, Wait]):
             return Reason.WAITING_TURN, f"{w.surplus}: waits for one of them to end"
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, snapshot)
-            assert never is not None
-            return never.reason, never.message
+            if never is not None:
+                return never.reason, never.message
+            return Reason.NO_NODE_FITS, self._refusal(w, line) or ""
         reason, hold = self._cause(w, line)
         if reason is Reason.GROUP_INCOMPLETE:
             group = w.pods[0].group
@@ -197,8 +203,7 @@ class Waiting(Mapping[str, Wait]):
             return Reason.WAITING_TURN, None
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, self._snapshot)
-            assert never is not None
-            return never.reason, None
+            return (never.reason if never is not None else Reason.NO_NODE_FITS), None
         if len(w.pods) < w.group_size or w.disagreement:
             return Reason.GROUP_INCOMPLETE, None
         if workflow_full(w, ledger):
@@ -216,9 +221,16 @@ class Waiting(Mapping[str, Wait]):
 
     # --- internals -------------------------------------------------------------------------
 
+    def _refusal(self, w: Workload, line: Line) -> str | None:
+        """Why no node could hold ``w`` (``policy.inventory``); None when some could."""
+        nodes = self._snapshot.nodes
+        return nodes.refusal(w, line.queue) if nodes else None
+
     def _possible(self, w: Workload, line: Line) -> bool:
-        """Whether ``w`` could ever run under the current limits: within its queue's floor (one
-        look-up per resource, the usual answer), else within the caps of its own team."""
+        """Whether ``w`` could ever run: some node could hold it, and it is within its queue's
+        floor (one look-up per resource, the usual answer), else within the caps of its team."""
+        if self._refusal(w, line) is not None:
+            return False
         caps = self._floor(line)
         requests = w.requests
         for name, cap in caps:
@@ -235,8 +247,9 @@ class Waiting(Mapping[str, Wait]):
         return within(requests, exact)
 
     def _all_possible(self, line: Line) -> bool:
-        """Whether every workload of ``line`` is within its floor: then none is impossible. One
-        pass over the queue's requests per resource of the floor, cached."""
+        """Whether every workload of ``line`` is within its floor and some node could hold each:
+        then none is impossible. One pass over the queue's requests per resource of the floor,
+        and one look-up per workload in the inventory, cached."""
         every = self._every.get(line.name)
         if every is None:
             order = line.order
@@ -244,6 +257,10 @@ class Waiting(Mapping[str, Wait]):
                 max([w.requests.get(name, 0) for w in order], default=0) <= cap
                 for name, cap in self._floor(line)
             )
+            nodes = self._snapshot.nodes
+            if every and nodes:
+                queue = line.queue
+                every = not any(nodes.refusal(w, queue) for w in order)
             self._every[line.name] = every
         return every
 

@@ -1,11 +1,14 @@
-"""A setup: the Queues, Teams and Policy a simulation runs under, read from YAML objects.
+"""A setup: the Queues, Teams, Policy and Nodes a simulation runs under, read from YAML objects.
 
 The objects have the shapes of docs/concepts.md (``kubectl get queues,teams,policies -o yaml`` gives
 them, as a ``List``). A directory is read whole: every ``*.yaml``, ``*.yml`` and ``*.json``
-file, in name order, every document in it. Objects of other kinds (Presets, Namespaces) and
-of other API groups are skipped; an object of ours that does not parse is an error naming the
-file and the field, never skipped: a simulation under a policy the controller would refuse
-would answer the wrong question.
+file, in name order, every document in it. Nodes (``kind: Node``, ``apiVersion: v1``: what
+``kubectl get nodes -o yaml`` gives) make the node inventory dispatch decides with
+(``policy.inventory``); a setup without Nodes knows none, and every pod is taken to fit some
+node. Objects of other kinds (Presets, Namespaces) and of other API groups are skipped; an
+object of ours (or a Node) that does not parse is an error naming the file and the field,
+never skipped: a simulation under a policy the controller would refuse would answer the wrong
+question.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import yaml
 from policy import keys
 from policy.fields import InvalidObject
 from policy.model import Policy, Queue, Team
+from policy.placing import Node
 
 KINDS = ("Queue", "Team", "Policy")
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -35,6 +39,7 @@ class Setup:
     teams: Mapping[str, Team] = field(default_factory=lambda: MappingProxyType({}))
     policy: Policy = field(default_factory=Policy)
     source: str = ""  # where it was read from, for reports
+    nodes: tuple[Node, ...] = ()  # the cluster's Nodes; none: not known, every pod fits
 
 
 def _objects(document: object) -> Iterable[object]:
@@ -50,12 +55,19 @@ def parse_setup(documents: Iterable[tuple[str, object]], source: str = "") -> Se
     queues: dict[str, Queue] = {}
     teams: dict[str, Team] = {}
     policy: Policy | None = None
+    nodes: list[Node] = []
     origin: dict[str, str] = {}
     for where, document in documents:
         for obj in _objects(document):
             if not isinstance(obj, Mapping):
                 raise SetupError(f"{where}: expected a Kubernetes object, got {type(obj).__name__}")
             kind = obj.get("kind")
+            if kind == "Node" and obj.get("apiVersion") == "v1":
+                try:
+                    nodes.append(Node.parse(obj))
+                except InvalidObject as e:
+                    raise SetupError(f"{where}: {e}") from e
+                continue
             if kind not in KINDS or obj.get("apiVersion", keys.API_VERSION) != keys.API_VERSION:
                 continue
             try:
@@ -85,6 +97,7 @@ def parse_setup(documents: Iterable[tuple[str, object]], source: str = "") -> Se
         teams=MappingProxyType(dict(sorted(teams.items()))),
         policy=policy or Policy(),
         source=source,
+        nodes=tuple(nodes),
     )
 
 

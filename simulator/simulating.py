@@ -19,7 +19,11 @@ The rules of the replay (docs/reference/recorder-and-records.md, "The replay"):
   least until then: it is replayed for that long (``censored``). A workload that never ran in
   the trace has no duration to replay and is left out (``skipped``), and said so.
 * The simulator models dispatch, not placement: a released workload starts at once, as if
-  kube-scheduler always found room.
+  kube-scheduler always found room. It does read the setup's Nodes, if it has any, as
+  dispatch does (``policy.inventory``): a workload that no node could hold is never released
+  (``no_node``), and since a setup's nodes never change it takes no part in any cycle. A
+  record keeps a group's requests summed, so each pod of a group is judged as asking an even
+  share of them (rounded up). A setup without Nodes takes every pod to fit some node.
 
 The snapshot is built incrementally: each workload is converted to the policy model once (a
 pending and a running version), running work is kept in one dict, pending work per queue in
@@ -38,8 +42,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from policy import keys
 from policy.dispatching import Turns, dispatch
+from policy.inventory import Inventory
 from policy.model import State, Workload
 from policy.pods import Pod
 from policy.quantities import EMPTY, Resources
@@ -73,6 +80,7 @@ class Run:
     skipped: tuple[Record, ...] = ()  # never ran in the trace: no duration to replay
     censored: int = 0  # still running when the trace ended: replayed until then
     cycles: int = 0  # dispatch decisions made
+    no_node: tuple[str, ...] = ()  # keys of the workloads no node of the setup could hold: never released
 
     def by_key(self) -> Mapping[str, Replay]:
         return {r.record.key: r for r in self.replays}
@@ -161,6 +169,15 @@ def _workloads(r: Record, keep: frozenset[str]) -> tuple[Workload, Workload]:
     return pending, running
 
 
+def _no_node_fits(r: Record, setup: Setup, nodes: Inventory) -> bool:
+    """Whether no node of ``nodes`` could hold a pod of ``r``'s workload, each pod asking an
+    even share of the group's requests (rounded up)."""
+    size = max(r.group_size, 1)
+    share = MappingProxyType({name: -(-amount // size) for name, amount in r.requests.items()})
+    pod = Pod(r.namespace, r.key, labels=MappingProxyType({keys.QUEUE_LABEL: r.queue}), requests=share)
+    return nodes.pod_refusal(pod, setup.queues.get(r.queue)) is not None
+
+
 _SLACK = 1e-3  # seconds: starvation moments this close to a cycle count as after it
 
 _INF = float("inf")
@@ -184,6 +201,8 @@ def simulate(
     arrivals: list[tuple[float, str]] = []
     versions: dict[str, tuple[Workload, Workload]] = {}
     durations: dict[str, float] = {}
+    inventory = Inventory(setup.nodes)
+    nowhere: list[str] = []
     for r in records:
         duration = run_duration(r, end)
         if duration is None:
@@ -192,6 +211,9 @@ def simulate(
         censored += r.finished is None
         versions[r.key] = _workloads(r, keep)
         durations[r.key] = duration
+        if inventory and _no_node_fits(r, setup, inventory):
+            nowhere.append(r.key)  # passed over by every cycle, as if it were not there
+            continue
         arrivals.append((r.submitted, r.key))
     arrivals.sort()
 
@@ -247,4 +269,4 @@ def simulate(
         for r in records
         if r.key in durations
     )
-    return Run(label or setup.source, replays, tuple(order), tuple(skipped), censored, cycles)
+    return Run(label or setup.source, replays, tuple(order), tuple(skipped), censored, cycles, tuple(nowhere))

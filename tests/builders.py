@@ -18,7 +18,9 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from policy import keys, marks
+from policy.inventory import Inventory
 from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
+from policy.placing import Node
 from policy.pods import Pod, Submitter, format_admitted_at
 from policy.reviews import JOB, POD, Kind, Operation, Request
 from policy.workloads import build_workloads
@@ -408,6 +410,20 @@ class MakeNode(_Builder):
         self._obj["status"]["allocatable"][resource] = str(amount)
         return self
 
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
+        self._obj.setdefault("spec", {}).setdefault("taints", []).append(
+            {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
+        )
+        return self
+
+    def cordoned(self) -> Self:
+        """``kubectl cordon``: unschedulable, with the taint Kubernetes adds for it."""
+        self._obj.setdefault("spec", {})["unschedulable"] = True
+        return self.taint("node.kubernetes.io/unschedulable")
+
+    def model(self) -> Node:
+        return Node.parse(self._obj)
+
 
 class MakeJob(_Builder):
     """A Job of the pod ``template`` (``MakePod.submitted()...template()``), backoffLimit 2."""
@@ -514,8 +530,10 @@ def snapshot(
     policy: MakePolicy | Policy | None = None,
     now: float = T0,
     extra: Iterable[Workload] = (),
+    nodes: Iterable[MakeNode | Node] | None = None,
 ) -> Snapshot:
-    """A snapshot of ``pods`` (made into workloads) plus ``extra`` workloads at time ``now``."""
+    """A snapshot of ``pods`` (made into workloads) plus ``extra`` workloads at time ``now``;
+    ``nodes`` None leaves the nodes unknown (every pod fits)."""
     qs = [q.model() if isinstance(q, MakeQueue) else q for q in queues]
     ts = [t.model() if isinstance(t, MakeTeam) else t for t in teams]
     pol = policy.model() if isinstance(policy, MakePolicy) else (policy or Policy())
@@ -525,6 +543,8 @@ def snapshot(
         policy=pol,
         workloads=[*workloads(*pods), *extra],
         now=now,
+        nodes=None if nodes is None else Inventory(n.model() if isinstance(n, MakeNode) else n
+                                                   for n in nodes),
     )
 
 

@@ -20,9 +20,13 @@ from audit.naming import RUN_LABEL
 from audit.recording import Recorder
 from audit.records import TERMINAL, Event, Kind, PodInfo, Record
 from controlplane.launching import LocalCluster
+from controlplane.nodes import gpu_node
 from policy import keys
 from process import kubeyaml
 from tests.e2e.conftest import eventually
+
+POOL_LABEL = "e2e.sluicegate.dev/pool"
+"""The label of the nodes a scene owns (its id): a queue's node pool names them alone."""
 
 Obj = dict[str, Any]
 API = keys.API_VERSION
@@ -87,9 +91,14 @@ class Scene:
     # --- pods -----------------------------------------------------------------------------
 
     def pod(self, namespace: str, name: str, queue: str, *, gpus: int = 1, seconds: float = 2.0,
-            labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> Obj:
+            labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
+            node_selector: Mapping[str, str] | None = None) -> Obj:
         """A GPU pod that kwok runs for ``seconds`` once it is bound."""
         resources = {"limits": {keys.GPU_RESOURCE: str(gpus)}} if gpus else {}
+        spec: Obj = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": IMAGE, "resources": resources}]}
+        if node_selector:
+            spec["nodeSelector"] = dict(node_selector)
         return {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -97,8 +106,7 @@ class Scene:
                 "labels": {RUN_LABEL: self.id, keys.QUEUE_LABEL: queue, **(labels or {})},
                 "annotations": {KWOK_DELAY_ANNOTATION: f"{seconds:g}s", **(annotations or {})},
             },
-            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": IMAGE, "resources": resources}]},
+            "spec": spec,
         }
 
     def pods(self, namespace: str, queue: str, count: int, *, prefix: str = "p", start: int = 0,
@@ -145,6 +153,24 @@ class Scene:
         return status
 
     # --- cleaning up ----------------------------------------------------------------------
+
+    # --- nodes ----------------------------------------------------------------------------
+
+    def node(self, base: str, gpus: int, *, cordoned: bool = False) -> str:
+        """A kwok node of ``gpus`` GPUs that this scene owns (deleted at cleanup), in the scene's
+        own pool: labelled ``POOL_LABEL=<scene id>``, which no other node carries."""
+        node = gpu_node(0, gpus, {POOL_LABEL: self.id})
+        name = node["metadata"]["name"] = self.name(base)
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        if cordoned:
+            node["spec"]["unschedulable"] = True
+        self.kubectl("create", "-f", "-", input=json.dumps(node))
+        self._cluster_objects.append(("node", name))
+        return name
+
+    def pool(self) -> dict[str, Any]:
+        """The node pool of the scene's own nodes, for a queue's ``nodePool``."""
+        return {"matchLabels": {POOL_LABEL: self.id}}
 
     def cleanup(self) -> None:
         for name in self._namespaces:

@@ -28,7 +28,8 @@ def _condition(scene: Scene, pod: str) -> dict[str, str]:
 def _settled(scene: Scene) -> bool:
     """The examples' pods show what the document says they show."""
     return (_condition(scene, "train-c").get("status") == "False"
-            and _condition(scene, "trial-1").get("message", "").startswith(UNPLACEABLE)
+            and _condition(scene, "trial-1").get("reason") == "NoNodeFits"
+            and _condition(scene, "paired").get("message", "").startswith(UNPLACEABLE)
             and scene.get("pod", "quick", NS).get("status", {}).get("phase") == "Succeeded")
 
 
@@ -65,6 +66,9 @@ def test_every_command_in_the_cli_guide_runs_as_written(cluster: LocalCluster, s
         if command.text.startswith("sluicegate explain train-c"):
             assert result.stdout.startswith("held by Sluicegate: "), result.stdout
         if command.text.startswith("sluicegate explain trial-1"):
+            assert result.stdout.startswith("held by Sluicegate: NoNodeFits: no node is in queue sweeps"), \
+                result.stdout
+        if command.text.startswith("sluicegate explain paired"):
             assert result.stdout.startswith(UNPLACEABLE), result.stdout
         if command.text.startswith("sluicegate explain quick"):
             assert result.stdout.startswith("finished: Succeeded"), result.stdout

@@ -50,7 +50,7 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         row = r"^  (?P<queue>[a-z-]+)\s+(?P<pods>\d+)\s+(?P<released>\d+)\s+(?P<waiting>\d+)\s"
         rows = {m["queue"]: m for m in re.finditer(row, out, re.MULTILINE)}
         assert {q: int(rows[q]["pods"]) for q in ("sweeps", "notebooks", "urgent-retrain", "nlp-train")} == {
-            "sweeps": 16, "notebooks": 5, "urgent-retrain": 1, "nlp-train": 1}
+            "sweeps": 16, "notebooks": 5, "urgent-retrain": 1, "nlp-train": 2}
 
         summary = json.loads((root / "demo" / "summary.json").read_text())
         # The urgent Job went first: it waited less than the sweep's trials, and trials that
@@ -64,13 +64,24 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         assert re.search(r"^\[\s*[\d.]+s\] refused: " + re.escape(refusal), out, re.MULTILINE), out
         pods = kubectl("get", "pods", "-n", "vision-research")["items"]
         assert "bob-urgent" not in {p["metadata"]["name"] for p in pods}
-        # The unplaceable pod, shown as such, and so it stands in the cluster.
-        assert "unplaceable: nlp-research/llm-pretrain: released by policy, Kubernetes cannot place it: " \
-               "0/4 nodes are available" in out
+        # The pod no node could hold: never released, shown as such, holding none of nlp's quota.
+        nowhere = "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8"
+        assert f"no node fits: nlp-research/llm-pretrain: never released, holds no quota: {nowhere}" in out
+        assert summary["noNodeFits"] == {"nlp-research/llm-pretrain": nowhere}
         giant = kubectl("get", "pod", "llm-pretrain", "-n", "nlp-research")
-        assert not giant["spec"].get("schedulingGates") and not giant["spec"].get("nodeName")
+        assert [g["name"] for g in giant["spec"].get("schedulingGates") or []] == [keys.GATE]
         condition = next(c for c in giant["status"]["conditions"] if c["type"] == keys.CONDITION)
+        told = (condition["status"], condition["reason"], condition["message"])
+        assert told == ("False", "NoNodeFits", nowhere)
+        # The pod for the cordoned node: released, shown unplaceable, and so it stands.
+        assert "unplaceable: nlp-research/llm-finetune: released by policy, Kubernetes cannot place it: " \
+               "0/4 nodes are available" in out
+        tune = kubectl("get", "pod", "llm-finetune", "-n", "nlp-research")
+        assert not tune["spec"].get("schedulingGates") and not tune["spec"].get("nodeName")
+        condition = next(c for c in tune["status"]["conditions"] if c["type"] == keys.CONDITION)
         assert condition["status"] == "True" and condition["message"].startswith(UNPLACEABLE)
+        nlp = next(t for t in kubectl("get", "teams")["items"] if t["metadata"]["name"] == "nlp")
+        assert nlp["status"]["display"]["gpus"] == "8/16"  # the fine-tuning pod's alone
 
         # No limit exceeded, by the auditor's record, against the limits the cluster holds (the
         # workflow's as admission wrote it on the trials), not by the demo's own figures.
@@ -88,9 +99,10 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         assert violations(record, limits) == []
         assert peaks(record).workflows["vision-research/lr-sweep"].running == 4, "the sweep met its limit"
         # The story ends once every pod is released; trials may still run then (a slower machine),
-        # which is not lost. Only the pod Kubernetes cannot place stays unfinished for good.
-        unfinished = [str(p) for p in lost(record) if not str(p).endswith("(running)")]
-        assert unfinished == ["nlp-research/llm-pretrain (ungated)"]
+        # which is not lost. Only the pod Kubernetes cannot place, and the one never released,
+        # stay unfinished for good.
+        unfinished = sorted(str(p) for p in lost(record) if not str(p).endswith("(running)"))
+        assert unfinished == ["nlp-research/llm-finetune (ungated)", "nlp-research/llm-pretrain (created)"]
         assert summary["violations"] == []
 
         # GPU-hours are hours pods held GPUs on a node: each pod released and never placed has

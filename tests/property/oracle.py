@@ -122,6 +122,24 @@ def never(w: Workload, snap: Snapshot) -> Reason | None:
     return None
 
 
+def no_node(w: Workload, snap: Snapshot) -> bool:
+    """Whether some pod of ``w`` fits no node of the snapshot's inventory even empty, restated:
+    every resource it asks for within one node's allocatable (no pools, selectors or taints
+    are drawn here). Unknown nodes (none, or no inventory) hold anything."""
+    nodes = getattr(snap.nodes, "nodes", ())
+    if not nodes:
+        return False
+    return any(
+        not any(all(n.allocatable.get(r, 0) >= need for r, need in p.requests.items()) for n in nodes)
+        for p in w.pods
+    )
+
+
+def can_never_run(w: Workload, snap: Snapshot) -> bool:
+    """Over a quota by itself, or no node could hold it: passed over, holding nothing."""
+    return never(w, snap) is not None or no_node(w, snap)
+
+
 OWN_LAYERS = frozenset(
     {Reason.WORKFLOW_LIMIT, Reason.QUEUE_PAUSED, Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA, Reason.TEAM_LIMIT}
 )
@@ -130,7 +148,7 @@ OWN_LAYERS = frozenset(
 def could_run(w: Workload, snap: Snapshot, usage: Usage) -> bool:
     """Only shared capacity keeps ``w`` back: its workflow, its own queue (room and quota) and its
     team's count have room for it, and no quota is beyond it."""
-    if never(w, snap) is not None:
+    if can_never_run(w, snap):
         return False
     layers = set(failing_layers(w, snap, usage))
     return not layers & OWN_LAYERS
@@ -158,8 +176,9 @@ def in_line(w: Workload) -> bool:
 
 def eligible(w: Workload, snap: Snapshot, usage: Usage) -> bool:
     """Whether ``w`` takes a place a StrictFIFO queue may stop at: a whole workload, not joining
-    a running group, that could ever run, and whose own workflow has room under ``usage``."""
-    if not in_line(w) or never(w, snap) is not None:
+    a running group, that could ever run (some node could hold it), and whose own workflow has
+    room under ``usage``."""
+    if not in_line(w) or can_never_run(w, snap):
         return False
     return not (w.workflow and w.workflow_max_running is not None
                 and usage.count[("workflow", w.workflow)] + 1 > w.workflow_max_running)
@@ -171,7 +190,7 @@ def heads(snap: Snapshot, waiting: Iterable[Workload], usage: Usage) -> list[Wor
     could run now."""
     by_queue: defaultdict[str, list[Workload]] = defaultdict(list)
     for w in waiting:
-        if in_line(w) and never(w, snap) is None:
+        if in_line(w) and not can_never_run(w, snap):
             by_queue[w.queue].append(w)
     out = []
     for name, line in by_queue.items():

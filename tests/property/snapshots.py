@@ -13,8 +13,11 @@ from types import MappingProxyType
 from hypothesis import strategies as st
 
 from policy import keys
+from policy.inventory import Inventory
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
+from policy.placing import Node
 from policy.pods import Pod
+from policy.quantities import EMPTY
 
 QUEUES = ("q0", "q1", "q2", "q3")
 TEAMS = ("t0", "t1", "t2")  # t2 never has a Team object: no team limit
@@ -83,15 +86,17 @@ def make_workload(
 ) -> Workload:
     """Workload ``i``; ``group`` > 0 makes it a pod group of that size with ``present`` pods."""
     labels = {keys.GROUP_LABEL: f"g{i}"} if group else {}
-    pods = tuple(
-        Pod("ml", f"w{i}-{j}", labels=MappingProxyType(labels), gated=state is State.PENDING)
-        for j in range(max(present if group else 1, 1))
-    )
     requests = {}
     if gpus:
         requests[GPU] = gpus * 1000
     if cpu:
         requests["cpu"] = cpu * 500
+    asks = MappingProxyType(requests)
+    pods = tuple(  # a stand-in group's requests all on its first pod, as a node sees them
+        Pod("ml", f"w{i}-{j}", labels=MappingProxyType(labels), gated=state is State.PENDING,
+            requests=asks if j == 0 else EMPTY)
+        for j in range(max(present if group else 1, 1))
+    )  # fmt: skip
     return Workload(
         key=f"ml/group:g{i}" if group else f"ml/w{i}",
         namespace="ml",
@@ -99,7 +104,7 @@ def make_workload(
         team=team,
         pods=pods,
         state=state,
-        requests=MappingProxyType(requests),
+        requests=asks,
         priority=priority,
         created=NOW - age,
         workflow=workflow,
@@ -107,6 +112,19 @@ def make_workload(
         group_size=group if group else 1,
     )
 
+
+def make_node(i: int, gpus: int) -> Node:
+    """Node ``i`` with ``gpus`` GPUs and CPU to spare for any workload drawn here."""
+    return Node(f"node-{i}", allocatable=MappingProxyType({GPU: gpus * 1000, "cpu": 64_000}))
+
+
+def make_inventory(gpus: Sequence[int]) -> Inventory:
+    return Inventory(make_node(i, g) for i, g in enumerate(gpus))
+
+
+node_gpus = st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=3)
+"""The GPUs of each node of a cluster: ordinary work (up to 4 GPUs) fits some of them or none,
+work too big for any quota (11 or 16) fits none until a bigger node comes."""
 
 WORKFLOW_MAX = {"ml/w0": 1, "ml/w1": 2}  # one limit per workflow, as one sweep's pods share it
 

@@ -1,7 +1,8 @@
 """Dispatch over random sequences of events: submit (ordinary work, work too big for any quota,
 work that has waited past starvationSeconds, the trials of a sweep), finish, change a limit,
 pause, swap a member of a running pod group (delete a released member, create members with
-other requests), and dispatch.
+other requests), add a node, and dispatch. The cluster has a node inventory: work no node could
+hold is never released.
 
 After every decision the checks of the snapshot properties hold, the release is applied as
 the controller would (the workloads start running), and asking again at once releases nothing.
@@ -27,8 +28,27 @@ from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workloa
 from policy.pods import Phase, Pod
 from policy.quantities import EMPTY
 from policy.workloads import group_workloads
-from tests.property.oracle import excused, failing_layers, limit_breaches, never, starving, usage_after
-from tests.property.snapshots import GPU, NOW, QUEUES, TEAMS, WORKFLOW_MAX, WORKFLOWS, applied, make_workload
+from tests.property.oracle import (
+    can_never_run,
+    excused,
+    failing_layers,
+    limit_breaches,
+    no_node,
+    starving,
+    usage_after,
+)
+from tests.property.snapshots import (
+    GPU,
+    NOW,
+    QUEUES,
+    TEAMS,
+    WORKFLOW_MAX,
+    WORKFLOWS,
+    applied,
+    make_inventory,
+    make_workload,
+    node_gpus,
+)
 from tests.property.test_dispatch_properties import reasons_are_true
 
 small_limits = st.one_of(st.none(), st.integers(0, 4))
@@ -41,11 +61,13 @@ class Cluster(RuleBasedStateMachine):
     """The controller's view of the world, moved by events; ``decide`` is one controller cycle."""
 
     snap: Snapshot
+    nodes: list[int]
     turns: Turns
     counter: int
 
-    @initialize(priorities=st.lists(st.integers(0, 2), min_size=4, max_size=4), strict=st.booleans())
-    def start(self, priorities: list[int], strict: bool) -> None:
+    @initialize(priorities=st.lists(st.integers(0, 2), min_size=4, max_size=4), strict=st.booleans(),
+                nodes=node_gpus)
+    def start(self, priorities: list[int], strict: bool, nodes: list[int]) -> None:
         queues = {
             name: Queue(
                 name,
@@ -54,9 +76,16 @@ class Cluster(RuleBasedStateMachine):
             )
             for i, (name, p) in enumerate(zip(QUEUES, priorities, strict=True))
         }
-        self.snap = Snapshot(queues, {}, Policy(starvation_seconds=600), [], NOW)
+        self.nodes = nodes
+        self.snap = Snapshot(queues, {}, Policy(starvation_seconds=600), [], NOW, make_inventory(nodes))
         self.turns = Turns()
         self.counter = 0
+
+    @rule(gpus=st.sampled_from([4, 8, 16]))
+    def add_node(self, gpus: int) -> None:
+        """A node joins the cluster: work it could hold may go at the next decision."""
+        self.nodes = [*self.nodes, gpus]
+        self.snap = replace(self.snap, nodes=make_inventory(self.nodes))
 
     @rule(
         queue=st.sampled_from(QUEUES),
@@ -180,6 +209,7 @@ class Cluster(RuleBasedStateMachine):
     def decide(self) -> None:
         running_before = {w.key for w in self.snap.workloads if w.state is State.RUNNING}
         decision = dispatch(self.snap, self.turns)
+        assert [w.key for w in decision.release if no_node(w, self.snap)] == []  # never released
         assert limit_breaches(self.snap, decision.release) == []
         reasons_are_true(self.snap, decision)
         releases_when_it_can(self.snap, decision)
@@ -268,7 +298,7 @@ def releases_when_it_can(snap: Snapshot, decision: Decision) -> None:
     usage = usage_after(snap)
     waiting = [w for w in snap.workloads if w.state is State.PENDING]
     for w in waiting:
-        if not w.complete or never(w, snap) is not None or failing_layers(w, snap, usage):
+        if not w.complete or can_never_run(w, snap) or failing_layers(w, snap, usage):
             continue
         assert excused(w, snap, waiting, usage), (w.key, decision.waiting[w.key])
 

@@ -26,6 +26,7 @@ from tests.property.oracle import (
     level,
     limit_breaches,
     never,
+    no_node,
     shortfalls,
     starving,
     usage_after,
@@ -74,6 +75,11 @@ def reasons_are_true(snap: Snapshot, decision: Decision) -> None:
             impossible[w.queue] = impossible.get(w.queue, 0) + 1
             assert wait.reason is beyond, (key, wait)
             assert wait.message.startswith("can never run under the current limits: needs "), (key, wait)
+            continue
+        if no_node(w, snap):
+            impossible[w.queue] = impossible.get(w.queue, 0) + 1
+            assert wait.reason is Reason.NO_NODE_FITS, (key, wait)
+            assert "on one node" in wait.message, (key, wait)
             continue
         failing = failing_layers(w, snap, after)
         if not w.complete:

@@ -3,13 +3,14 @@ sends them (no cluster): the controller's decision, taken again by the CLI."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Observation, stand
 from cli.stories import FINISHED, UNMANAGED, render, tell
 from kube.reading import kubeconfig_files
 from policy import keys
-from tests.builders import T0, MakeNamespace, MakePod, MakePolicy, MakeQueue, MakeTeam, timestamp
+from tests.builders import T0, MakeNamespace, MakeNode, MakePod, MakePolicy, MakeQueue, MakeTeam, timestamp
 
 Obj = dict[str, Any]
 
@@ -199,3 +200,17 @@ def test_the_kubeconfig_is_chosen_as_kubectl_chooses_it() -> None:
     assert kubeconfig_files("/a", {"KUBECONFIG": "/b:/c"}) == "/a"
     assert kubeconfig_files("", {"KUBECONFIG": "/b:/c"}) == "/b:/c"
     assert kubeconfig_files("", {}) == "~/.kube/config"
+
+
+def test_the_cli_decides_with_the_nodes_it_read_as_the_controller_does() -> None:
+    """A pod no node could hold waits with NoNodeFits, as the controller tells it; without the
+    Nodes (a reader not allowed to list them) every pod is taken to fit, and it reads as
+    about to be released."""
+    big = seen(pod("big", "train", gpus=16).gated(), queues=(MakeQueue("train"),))
+    nodes = [MakeNode("gpu-1").gpus(8).obj(), MakeNode("gpu-2").gpus(8).obj()]
+    (entry,) = stand(replace(big, nodes=nodes)).lineup()
+    assert (entry.reason, entry.state) == ("NoNodeFits", HELD)
+    assert entry.message == "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8"
+    assert stand(replace(big, nodes=nodes)).queue_rows()[0].never == 1
+    (unknown,) = stand(big).lineup()
+    assert unknown.state == RELEASING

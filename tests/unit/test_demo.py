@@ -76,6 +76,21 @@ def test_the_board_counts_pending_running_and_finished_per_queue_and_gpus_per_te
     assert shown.reasons()[("sweeps", "WorkflowLimit")] == (1, "workflow ns/w: 4/4 running")
 
 
+NOWHERE = ("False", "NoNodeFits",
+           "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8")
+
+
+def test_a_pod_no_node_fits_waits_gated_with_its_reason_and_its_team_holds_no_gpu_for_it() -> None:
+    giant = pod("giant", "urgent", gated=True, gpus=16, team="nlp", dispatched=NOWHERE)
+    stuck = pod("tune", "urgent", gpus=8, team="nlp", dispatched=STUCK)
+    shown = board([giant, stuck], QUEUES)
+    assert shown.teams == {"nlp": 8}
+    assert [(w.pod, w.reason, w.released) for w in shown.waiting] == [
+        ("ns/tune", PLACEMENT, True), ("ns/giant", "NoNodeFits", False)]
+    assert boards.no_node_fits(giant) == NOWHERE[2]
+    assert boards.no_node_fits(stuck) is None and boards.unplaceable(giant) is None
+
+
 def test_a_dispatched_pod_that_is_placed_is_running_not_waiting() -> None:
     placed = pod("p", "urgent", phase="Running",
                  dispatched=("True", "Dispatched", "dispatched by queue urgent"))
@@ -176,10 +191,11 @@ def test_the_summary_lines_quote_the_refusal_and_the_schedulers_words() -> None:
     summary = summarize(sweep_and_urgent().record(), Limits(), until=WALL0 + 20,
                         refused='queue "urgent-retrain" is not open to user bob',
                         unplaceable={"nlp/big": "0/4 nodes are available"})
-    text = summary_lines(summary, "bob (vision-devs)")
+    text = summary_lines(summary, "bob (vision-devs)", {"nlp/giant": NOWHERE[2]})
     assert 'refused: bob (vision-devs): queue "urgent-retrain" is not open to user bob' in text
     told = "unplaceable: nlp/big: released by policy, Kubernetes cannot place it: 0/4 nodes are available"
     assert told in text
+    assert f"no node fits: nlp/giant: never released, holds no quota: {NOWHERE[2]}" in text
     assert any(line.startswith("limits: none exceeded") for line in text)
 
 
@@ -205,6 +221,18 @@ def test_the_story_submits_in_time_order_with_unique_names_and_expects_one_refus
             annotations = spec["metadata"].get("annotations") or {}
             asks = any("resources" in c for c in spec["spec"]["containers"])
             assert asks or keys.PRESETS_ANNOTATION in annotations, obj["metadata"]["name"]
+
+
+def test_the_story_has_a_pod_no_node_could_hold_and_one_that_waits_for_a_cordoned_node() -> None:
+    """Both kinds of waiting: the giant asks more GPUs than any node of 8 has, so it is never
+    released; the fine-tuning pod selects the reserved node, which could hold it but is
+    cordoned, so it is released and waits for Kubernetes."""
+    pods = {o["metadata"]["name"]: o for p in story.story() for o in p.objects}
+    giant, tune = pods[story.GIANT], pods[story.FINETUNE]
+    assert story.GIANT_GPUS > 8 >= story.FINETUNE_GPUS
+    assert giant["spec"]["containers"][0]["resources"]["limits"][keys.GPU_RESOURCE] == str(story.GIANT_GPUS)
+    assert tune["spec"]["nodeSelector"] == dict([story.RESERVED_LABEL])
+    assert story.RESERVED_NODE not in story.SPOT_NODES
 
 
 def test_the_live_view_draws_queues_teams_every_waiting_pod_and_the_story() -> None:

@@ -15,6 +15,7 @@ from controller.serving import gate_controller
 from controller.settings import Settings
 from policy import keys
 from policy.catalog import Catalog
+from policy.inventory import Inventory
 from tests.builders import MakePod, MakeQueue, MakeTeam
 from tests.fake_api import FakeApi, Leader, PodCache
 
@@ -34,8 +35,10 @@ class World:
         self.cache = PodCache(self.api)
         self.catalog = catalog
         self.leader = Leader()
+        self.nodes: Inventory | None = None  # not known: every pod fits some node
         self.controller = gate_controller(settings, self.api, self.cache, lambda: self.catalog,  # type: ignore[arg-type]
-                                         self.leader, ControllerMetrics(), shown=self.api.shown)
+                                         self.leader, ControllerMetrics(), shown=self.api.shown,
+                                         nodes=lambda: self.nodes)
 
     def submit(self, *pods: MakePod) -> None:
         for pod in pods:

@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 
 from policy.catalog import Catalog
+from policy.inventory import Inventory
 from policy.limits import NEVER
-from tests.builders import MakeQueue, MakeTeam
+from tests.builders import MakeNode, MakeQueue, MakeTeam
 from tests.unit.test_gate_controller import NS, World, gated_pod, until
 
 
@@ -168,3 +169,26 @@ async def test_a_replica_that_loses_the_lead_stops_exporting_the_queues_figures(
     assert gauge(world, "sluicegate_team_pending_workloads", team="vision") is None
     assert gauge(world, "sluicegate_cluster_pending_workloads") == 0
     assert gauge(world, "sluicegate_leader") == 0
+
+
+async def test_a_pod_no_node_could_hold_stays_gated_says_so_and_goes_once_a_node_could(world: World) -> None:
+    """A 16-GPU pod on 8-GPU nodes is not released: its condition says ``NoNodeFits`` with the
+    numbers, the impossible gauge counts it, and its queue's quota stays free for others. A
+    node that could hold it lets it go at the next cycle."""
+    world.catalog = quota_of(24)
+    world.nodes = Inventory([MakeNode("gpu-1").gpus(8).model(), MakeNode("gpu-2").gpus(8).model()])
+    world.submit(gated_pod("big").gpus(16), gated_pod("small", created=1).gpus(8))
+    await cycle(world)
+    await cycle(world)
+    assert world.released() == {"small"}
+    assert said(world, "big") == (
+        "NoNodeFits", "needs 16 nvidia.com/gpu on one node; the largest node of the cluster has 8")
+    assert impossible(world) == 1
+    written = world.api.pod(NS, "big")["metadata"]["resourceVersion"]
+    await cycle(world)  # the condition says what the controller would write: nothing is written
+    assert world.api.pod(NS, "big")["metadata"]["resourceVersion"] == written
+
+    world.nodes = Inventory([*world.nodes.nodes, MakeNode("gpu-16").gpus(16).model()])
+    await cycle(world)
+    assert world.released() == {"small", "big"}
+    assert impossible(world) == 0

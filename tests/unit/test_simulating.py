@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from simulator.outcomes import compare, summarize
+from simulator.setups import SetupError, parse_setup
 from simulator.simulating import recorded, simulate
-from tests.builders import T0, MakePolicy, MakeQueue, MakeTeam
+from tests.builders import T0, MakeNode, MakePolicy, MakeQueue, MakeTeam
 from tests.traces import job, setup
 
 
@@ -144,3 +147,25 @@ def test_work_of_a_queue_the_setup_lacks_is_never_released_and_counted() -> None
     assert summary.queues["gone"].makespan is None
     assert summary.cluster.unreleased == 1
     assert run.order == ("ml/b",)
+
+
+def test_a_setup_with_nodes_never_releases_work_no_node_could_hold_and_it_holds_nothing() -> None:
+    """Nodes of 8 GPUs: the 16-GPU job (submitted first) is never released and blocks nothing,
+    so the 8-GPU job behind it in a StrictFIFO queue goes at once.
+    Without the Nodes the same trace lets the 16-GPU job go (nothing is known of the nodes)."""
+    trace = [job("huge", "train", at=0, runs=100, gpus=16), job("next", "train", at=1, runs=100, gpus=8)]
+    queue = MakeQueue("train").strict()
+    nodes = [(f"node-{i}", MakeNode(f"node-{i}").gpus(8).obj()) for i in range(2)]
+    with_nodes = parse_setup([("setup", queue.obj()), *nodes], "with nodes")
+    run = simulate(trace, with_nodes)
+    assert waits(run) == {"huge": None, "next": 0}
+    assert run.no_node == ("ml/huge",)
+    blind = simulate(trace, setup(queue))
+    assert waits(blind) == {"huge": 0, "next": 0}
+    assert blind.no_node == ()
+
+
+def test_a_node_in_a_setup_that_does_not_parse_is_an_error_naming_it() -> None:
+    broken = MakeNode("n1").allocatable("cpu", "lots").obj()
+    with pytest.raises(SetupError, match="Node n1"):
+        parse_setup([("nodes.yaml", MakeQueue("q").obj()), ("nodes.yaml", broken)], "broken")
