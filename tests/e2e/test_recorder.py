@@ -347,19 +347,17 @@ def test_a_recorder_killed_mid_run_loses_and_repeats_nothing_and_counts_what_was
 
 # --- a released pod Kubernetes never places ---------------------------------------------------
 
-NO_SUCH_NODE = {"sluicegate.dev/e2e-no-node-has-this": "true"}
-"""A node selector no node of the local cluster matches: kube-scheduler cannot place the pod,
-whatever room the nodes have."""
-
-
 def test_a_released_pod_never_placed_records_no_gpu_seconds_and_the_quota_seconds_it_held(
     scene: Scene, cluster: LocalCluster, sluicegate: LocalSluicegate, tmp_path: Path
 ) -> None:
     team = scene.team("vision")
     queue = scene.queue("train")
     namespace = scene.namespace(team)
+    # The only node it may go to is cordoned: some node could hold it, so it is released (no
+    # NoNodeFits), and kube-scheduler cannot place it.
+    cordoned = scene.node("cordoned", gpus=8, cordoned=True)
     nowhere = scene.pod(namespace, "nowhere", queue, gpus=2, seconds=HELD_SECONDS)
-    nowhere["spec"]["nodeSelector"] = NO_SUCH_NODE
+    nowhere["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cordoned}
     scene.create(nowhere, scene.pod(namespace, "ran", queue, gpus=1, seconds=1))
     scene.wait_condition(namespace, "nowhere", lambda c: c["message"].startswith(UNPLACEABLE), "unplaceable")
     eventually(lambda: finished(scene, [namespace], 1), "the placeable pod to finish", RUN_SECONDS)
