@@ -4,8 +4,9 @@ affinity, tolerations and taints, as kube-scheduler reads them.
 Only the hard constraints count (``requiredDuringSchedulingIgnoredDuringExecution``, the
 ``NoSchedule`` and ``NoExecute`` taints); preferences change where a pod goes, never whether
 it can go somewhere. Taints that Kubernetes puts on a node for a passing condition
-(``node.kubernetes.io/...``: cordoned, not ready, under pressure) are not the node's shape: a
-pod that waits for them waits for Kubernetes (``policy.inventory``).
+(``keys.CONDITION_TAINTS``: cordoned, not ready, under pressure) are not the node's shape: a
+pod that waits for them waits for Kubernetes (``policy.inventory``). Any other taint is, even
+under ``node.kubernetes.io/`` (``out-of-service``, which an admin sets).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class Taint:
 
     @property
     def passing(self) -> bool:
-        """Set by Kubernetes for a condition of the node (cordoned, not ready): not its shape."""
-        return self.key.startswith(keys.NODE_TAINT_PREFIX)
+        """Set by Kubernetes for a passing condition of the node (cordoned, not ready, under
+        pressure: ``keys.CONDITION_TAINTS``): not its shape."""
+        return self.key in keys.CONDITION_TAINTS
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"

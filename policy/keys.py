@@ -89,6 +89,13 @@ CONTROLLER_MANAGER: Final = "system:kube-controller-manager"
 SERVICE_ACCOUNT_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
 NODE_TAINT_PREFIX: Final = "node.kubernetes.io/"
+CONDITION_TAINTS: Final = frozenset(NODE_TAINT_PREFIX + c for c in (
+    "not-ready", "unreachable", "unschedulable", "memory-pressure", "disk-pressure", "pid-pressure",
+    "network-unavailable",
+))
+"""The taints the node lifecycle controller and ``kubectl cordon`` set for a passing condition of a
+node; every other taint, ``node.kubernetes.io/out-of-service`` (set by an admin) included, is
+the node's shape until someone removes it."""
 
 RELEASE_VERB: Final = "release"
 """The RBAC verb on ``queues.sluicegate.dev/<name>`` that lets a person remove the gate by hand."""

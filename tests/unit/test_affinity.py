@@ -78,6 +78,17 @@ def test_a_cordon_and_a_soft_taint_keep_no_pod_off_a_node_for_good() -> None:
     assert tolerant.refused_by(node.taints) is None
 
 
+def test_a_taint_an_admin_sets_under_the_kubernetes_prefix_keeps_pods_off_for_good() -> None:
+    """``node.kubernetes.io/out-of-service`` (or any key of that prefix Kubernetes does not set
+    for a passing condition) is the node's shape, as a cordon or not-ready is not."""
+    lasting = Taint("node.kubernetes.io/out-of-service", "nodeshutdown", "NoExecute")
+    passing = Taint("node.kubernetes.io/not-ready", "", "NoExecute")
+    assert NO_PLACEMENT.refused_by((passing,)) is None
+    assert NO_PLACEMENT.refused_by((lasting,)) == lasting
+    custom = Taint("node.kubernetes.io/foo", "bar")
+    assert NO_PLACEMENT.refused_by((custom,)) == custom
+
+
 def test_a_bad_operator_is_refused_naming_the_field_and_a_pod_carrying_one_still_parses() -> None:
     """The API server refuses such a pod after mutating admission has seen it: admission must
     still read it (and say what it says of the rest), so the pod reads as setting none."""
