@@ -330,7 +330,8 @@ class GateController:
             yield None
             for p in batch:
                 pod = p.pod
-                now_in = team_of(pod.namespace) if team_of is not None else pod.team
+                # Only a gated pod's namespace is read: a released pod counts by its stamp.
+                now_in = team_of(pod.namespace) if team_of is not None and pod.gated else pod.team
                 if membership(pod, now_in, marked=p.marked) is Membership.LEFT_TEAM:
                     strays[pod.uid] = p
                 else:

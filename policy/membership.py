@@ -1,5 +1,6 @@
-"""Which pods count, and toward which team and queue: the one rule the controller, the CLI and
-the simulator share.
+"""Which pods count, and toward which team and queue: the one rule the controller and the CLI
+share (the simulator has no namespaces: each record carries the team admission stamped, which
+is what this rule says of a namespace that keeps its team).
 
 A pod counts toward the team and the queue admission stamped on it (its ``sluicegate.dev/team``
 and ``sluicegate.dev/queue`` labels), never toward what its namespace says now:
