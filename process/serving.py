@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,23 +57,32 @@ class Servers:
     def _runner(self, app: web.Application) -> web.AppRunner:
         return web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_seconds)
 
-    async def start(self, reload_seconds: float) -> None:
+    async def start(self, reload_seconds: float, *, tls_after: Awaitable[None] | None = None) -> None:
+        """Serve every application. With ``tls_after``, the plain ones (probes and metrics) start
+        at once and the TLS ones once it completes: a webhook whose cache has not listed yet
+        answers its probes as not ready and leaves the API server's calls unconnected."""
         for site in self._sites:
             await site.runner.setup()
         for site in self._sites:
-            certificate = site.certificate
-            if certificate is not None and site.connections is not None:
-                handler = site.runner.server
-                assert handler is not None, "AppRunner.setup() makes the server"
-                limit = ConnectionLimit(handler, certificate.context, site.connections)
-                loop = asyncio.get_running_loop()
-                self._listeners.append(await loop.create_server(limit, site.host, site.port))
-            else:
-                context = certificate.context if certificate is not None else None
-                await web.TCPSite(site.runner, site.host, site.port, ssl_context=context).start()
-            if certificate is not None:
-                self._reloading.append(asyncio.create_task(certificate.watch(reload_seconds),
-                                                           name=f"certificate {certificate.cert}"))
+            if site.certificate is None:
+                await web.TCPSite(site.runner, site.host, site.port).start()
+        if tls_after is not None:
+            await tls_after
+        for site in self._sites:
+            if site.certificate is not None:
+                await self._serve_tls(site, site.certificate, reload_seconds)
+
+    async def _serve_tls(self, site: _Site, certificate: ReloadingCertificate, reload_seconds: float) -> None:
+        if site.connections is not None:
+            handler = site.runner.server
+            assert handler is not None, "AppRunner.setup() makes the server"
+            limit = ConnectionLimit(handler, certificate.context, site.connections)
+            loop = asyncio.get_running_loop()
+            self._listeners.append(await loop.create_server(limit, site.host, site.port))
+        else:
+            await web.TCPSite(site.runner, site.host, site.port, ssl_context=certificate.context).start()
+        self._reloading.append(asyncio.create_task(certificate.watch(reload_seconds),
+                                                   name=f"certificate {certificate.cert}"))
 
     async def stop(self) -> None:
         """Stop looking for new certificates, and let each server finish its requests in flight

@@ -15,6 +15,8 @@ from typing import Final
 from policy import keys
 
 CHANGED_AFTER_ADMISSION: Final = "ChangedAfterAdmission"
+STARTING: Final = ("Sluicegate's admission is starting: it has not listed the cluster's Queues, Teams, "
+                   "Presets and Namespaces yet; submit again in a few seconds")
 
 REASONS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     (reason, re.compile(pattern))
@@ -34,6 +36,7 @@ REASONS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("QueueInvalid", r'^queue "[^"]*".* is invalid \('),
         ("QueueUnknown", r'^queue "[^"]*".* does not exist;'),
         ("NoQueue", r"^no queue for this pod"),
+        ("Starting", r"^Sluicegate's admission is starting"),
         ("BadAnnotation", r"must be a positive integer|needs annotation "),
         (CHANGED_AFTER_ADMISSION, r"changed after Sluicegate admitted it"),
         ("InvalidSpec", r"^(\S+\.)?spec\."),

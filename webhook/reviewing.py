@@ -36,7 +36,7 @@ from policy.reviews import (
     Operation,
     Request,
 )
-from webhook.denials import reason
+from webhook.denials import STARTING, reason
 from webhook.metrics import AdmissionMetrics
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,8 @@ class Reviewer:
         return await self.authorizer.may_release(review.user_info, queue)
 
     async def decide(self, review: Review, webhook: Webhook) -> Decision:
+        if not self.source.synced:  # an empty catalog would refuse every queue as unknown
+            return Deny(STARTING)
         request = review.request
         if request.operation is Operation.CREATE and review.namespace:
             namespace = await self.source.current_namespace(review.namespace)

@@ -49,7 +49,8 @@ async def serve(settings: Settings) -> None:
     cache.start()
     announcing = asyncio.create_task(_announce_sync(cache), name="announce sync")
     try:
-        await servers.start(settings.cert_reload_seconds)
+        # Admission is served once the cache has listed: an empty catalog would refuse every queue.
+        await servers.start(settings.cert_reload_seconds, tls_after=cache.wait_synced())
         log.info("serving admission on https://%s:%d (/mutate, /validate); probes and metrics on "
                  "http://%s:%d; API server: %s", settings.host, settings.port, settings.metrics_host,
                  settings.metrics_port, settings.connection.describe())

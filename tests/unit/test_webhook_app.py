@@ -14,12 +14,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from policy import keys, patching
+from policy.catalog import Catalog
 from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
 from tests.admission_world import vision_catalog, vision_ml
 from tests.builders import MakeJob, MakePod
 from tests.webhook_builders import CONTROLLER, FixedSource, body, post, review
 from webhook.application import build_app, operations_app
+from webhook.denials import STARTING
 from webhook.metrics import AdmissionMetrics
 from webhook.settings import Settings
 
@@ -218,6 +220,20 @@ async def test_readyz_waits_for_the_cache_and_metrics_count_what_was_answered(
         counted = 'sluicegate_admission_requests_total{kind="Pod",operation="CREATE",result="allowed"} 1.0'
         assert counted in text
         assert 'sluicegate_admission_duration_seconds_count{webhook="mutate"} 1.0' in text
+
+
+async def test_before_the_cache_has_listed_a_review_is_refused_as_starting_not_as_an_unknown_queue(
+    metrics: AdmissionMetrics,
+) -> None:
+    # What a real cache holds before its first list: no queues, no teams, no namespaces.
+    starting = FixedSource(Catalog.from_objects(), synced=False)
+    async with TestClient(TestServer(build_app(SETTINGS, starting, metrics))) as admission:
+        answer = await post(admission, "/mutate", review(MakePod.submitted().queue("vision-train").gpus(1).obj(),
+                                                         kind=POD))
+
+    assert answer["allowed"] is False
+    assert answer["status"]["message"] == STARTING
+    assert sample(metrics, "sluicegate_admission_denials_total", reason="Starting") == 1
 
 
 class Classes:
