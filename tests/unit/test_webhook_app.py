@@ -228,8 +228,8 @@ async def test_before_the_cache_has_listed_a_review_is_refused_as_starting_not_a
     # What a real cache holds before its first list: no queues, no teams, no namespaces.
     starting = FixedSource(Catalog.from_objects(), synced=False)
     async with TestClient(TestServer(build_app(SETTINGS, starting, metrics))) as admission:
-        answer = await post(admission, "/mutate", review(MakePod.submitted().queue("vision-train").gpus(1).obj(),
-                                                         kind=POD))
+        pod = MakePod.submitted().queue("vision-train").gpus(1).obj()
+        answer = await post(admission, "/mutate", review(pod, kind=POD))
 
     assert answer["allowed"] is False
     assert answer["status"]["message"] == STARTING
