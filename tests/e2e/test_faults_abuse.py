@@ -222,7 +222,7 @@ def test_every_abuse_attempt_under_flow_is_refused_with_a_reason_and_the_flow_is
     assert tried.failures == []
     # Honest submissions are refused only while the flood holds every connection the webhook
     # allows, and then fail closed (never admitted ungated); they flow again once it is over.
-    assert all(WEBHOOK_DOWN in s.message for s in stream.refused), stream.refused[:3]
+    assert [s for s in stream.refused if WEBHOOK_DOWN not in s.message] == []
     verdict.check()
     assert project.pod("target")["spec"]["schedulingGates"] == [{"name": keys.GATE}]
     assert project.pod("target")["metadata"]["labels"][keys.QUEUE_LABEL] == held
