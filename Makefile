@@ -113,6 +113,10 @@ image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINE
 containerfile: $(STAMP) ## write Containerfile and .dockerignore from the product's packages listed in pyproject.toml
 	$(BIN)/python -m tests.image
 
+.PHONY: chart
+chart: $(STAMP) ## write charts/sluicegate's copies of manifests/ (CRDs, RBAC, webhook configurations, monitoring, samples)
+	$(BIN)/python -m tests.chart
+
 .PHONY: bench-ungater
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)
 	$(BIN)/python -m benchmarks.ungater

@@ -62,9 +62,16 @@ def crd_schema(plural: str) -> dict[str, Any]:
     return schema
 
 
+def generated_file(entry: str) -> str:
+    """The file of a generator's ``files`` entry: ``path``, or ``key=path``."""
+    return entry.partition("=")[2] or entry
+
+
 def kustomize_references(kustomization: dict[str, Any]) -> list[str]:
     """The files and directories a kustomization names."""
     refs = [*kustomization.get("resources", ()), *kustomization.get("components", ())]
     refs += [p["path"] for p in kustomization.get("patches", ()) if "path" in p]
     refs += list(kustomization.get("patchesStrategicMerge", ()))
+    refs += [generated_file(f) for generator in kustomization.get("configMapGenerator", ())
+             for f in generator.get("files", ())]
     return [str(r) for r in refs]

@@ -1,0 +1,133 @@
+"""The Helm chart charts/sluicegate and the kustomize install are one install: rendered with the
+same choices they give the same objects (Helm's four labels aside); ``helm lint`` is clean; the
+chart passes the API server's strict server-side dry run as ``manifests/default`` does
+(``test_install.py``); and ``helm install`` on a cluster of its own creates every object, which
+``helm uninstall`` removes again, leaving the CRDs as Helm does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controlplane.launching import LocalCluster
+from tests.chart import CHART, RELEASE, RELEASE_NAMESPACE, Helm, differences, objects
+from tests.e2e.manifests.conftest import dry_run_lines, kind_name, render
+from tests.manifest_files import MANIFESTS
+
+CRDS = tuple(f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate.dev"
+             for plural in ("queues", "teams", "presets", "policies"))
+
+
+def _with_monitoring(cluster: LocalCluster, tmp_path: Path) -> str:
+    """manifests/default with the monitoring component, as the admin guide's overlay adds it."""
+    overlay = tmp_path / "with-monitoring"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(
+        f"resources:\n- {MANIFESTS / 'default'}\ncomponents:\n- {MANIFESTS / 'components' / 'monitoring'}\n")
+    return cluster.kubectl("kustomize", str(overlay)).stdout
+
+
+def test_the_chart_with_its_defaults_renders_what_manifests_default_renders(
+    cluster: LocalCluster, helm: Helm
+) -> None:
+    assert differences(helm.template(), render(cluster, "default")) == []
+
+
+def test_the_chart_with_cert_manager_renders_what_the_cert_manager_overlay_renders(
+    cluster: LocalCluster, helm: Helm
+) -> None:
+    chart = helm.template("--set", "certificates.source=certManager")
+    assert differences(chart, render(cluster, "default-cert-manager")) == []
+    assert any(o["kind"] == "Certificate" for o in objects(chart).values())
+
+
+def test_the_chart_given_the_ca_fills_it_in_as_the_certificates_command_does(
+    cluster: LocalCluster, helm: Helm, tmp_path: Path
+) -> None:
+    """``--set-file certificates.caCert=ca.crt`` against ``kubectl kustomize manifests/default |
+    python -m certs bundle --ca ca.crt``: the same caBundle in the same places."""
+    subprocess.run([sys.executable, "-m", "certs", "webhook", "--dir", str(tmp_path)], check=True,
+                   capture_output=True, timeout=60)
+    ca = tmp_path / "ca.crt"
+    kustomize = subprocess.run([sys.executable, "-m", "certs", "bundle", "--ca", str(ca)], check=True,
+                               input=render(cluster, "default"), capture_output=True, text=True,
+                               timeout=60).stdout
+    chart = helm.template("--set-file", f"certificates.caCert={ca}")
+    assert differences(chart, kustomize) == []
+    filled = [o for o in objects(chart).values() if o["kind"] == "APIService"]
+    assert filled and all(o["spec"].get("caBundle") for o in filled)
+
+
+def test_the_chart_with_monitoring_renders_the_monitoring_component(
+    cluster: LocalCluster, helm: Helm, tmp_path: Path
+) -> None:
+    chart = helm.template("--set", "monitoring.enabled=true")
+    assert differences(chart, _with_monitoring(cluster, tmp_path)) == []
+    kinds = {o["kind"] for o in objects(chart).values()}
+    assert "PrometheusRule" in kinds
+
+
+def test_helm_lint_finds_nothing_with_the_defaults_or_with_every_option(helm: Helm) -> None:
+    every = "monitoring.enabled=true,samples.enabled=true,certificates.source=certManager"
+    for values in ((), ("--set", every)):
+        result = helm.run("lint", "--strict", str(CHART), *values, check=False)
+        assert result.returncode == 0 and "0 chart(s) failed" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    (("--namespace", "sluicegate-system"), "install the release from another namespace"),
+    (("--set", "certificates.source=vault"),
+     'certificates.source is "vault": it must be secrets or certManager'),
+])
+def test_a_release_the_chart_cannot_make_is_refused_saying_why(
+    helm: Helm, values: tuple[str, ...], message: str
+) -> None:
+    result = helm.run("template", RELEASE, str(CHART), *values, check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_the_chart_passes_strict_server_side_dry_run(installed: LocalCluster, helm: Helm) -> None:
+    """The chart's objects validated by the API server (Pod Security, CEL match conditions),
+    none stored; the namespace and CRDs exist already, as for the kustomize dry run."""
+    rendered = helm.template()
+    result = installed.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered,
+                               check=False)
+    assert dry_run_lines(result) == {kind_name(o) for o in objects(rendered).values()}
+
+
+def test_helm_install_creates_every_object_and_uninstall_removes_all_but_the_crds(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """On a cluster of its own (the release's webhook configurations would judge every other
+    test's pods), with the samples on. kwok runs no containers, so the objects are checked, not
+    the processes."""
+    cluster = LocalCluster(tmp_path / "cluster", nodes=1, gpus_per_node=8)
+    cluster.up(progress=lambda line: None)
+    try:
+        helm.run("install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                 "--set", "samples.enabled=true", kubeconfig=cluster.kubeconfig)
+        status = json.loads(helm.run("status", RELEASE, "--namespace", RELEASE_NAMESPACE, "-o", "json",
+                                     kubeconfig=cluster.kubeconfig).stdout)
+        assert status["info"]["status"] == "deployed"
+        manifest = helm.run("get", "manifest", RELEASE, "--namespace", RELEASE_NAMESPACE,
+                            kubeconfig=cluster.kubeconfig).stdout
+        expected = {kind_name(o) for o in objects(manifest).values()}
+        assert {"deployment.apps/sluicegate-webhook", "statefulset.apps/sluicegate-recorder",
+                "queue.sluicegate.dev/notebooks", "namespace/sluicegate-system"} <= expected
+        found = cluster.kubectl("get", "-f", "-", "-o", "name", input=manifest).stdout.split()
+        assert set(found) == expected
+        assert cluster.kubectl("get", *CRDS, "-o", "name").stdout.split() == list(CRDS)
+
+        helm.run("uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, kubeconfig=cluster.kubeconfig)
+        cluster.kubectl("wait", "--for=delete", "-f", "-", "--timeout=240s", input=manifest)
+        left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
+        assert left.split() == []
+        assert cluster.kubectl("get", *CRDS, "-o", "name").stdout.split() == list(CRDS), "Helm keeps CRDs"
+        assert helm.run("status", RELEASE, "--namespace", RELEASE_NAMESPACE, kubeconfig=cluster.kubeconfig,
+                        check=False).returncode != 0
+    finally:
+        cluster.down()
