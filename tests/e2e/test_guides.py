@@ -1,10 +1,12 @@
 """Every command of docs/admin-guide.md and docs/user-guide.md, run as written, in order, through
-bash with errexit, against the real local control plane: the install on an empty cluster of its
-own, the rest on the session's cluster with Sluicegate running (the user guide's as alice of
-team vision, through a kubeconfig that impersonates her, so the commands carry no --as)."""
+bash with errexit, against the real local control plane: the kustomize install and the Helm
+install each on an empty cluster of its own, the rest on the session's cluster with Sluicegate
+running (the user guide's as alice of team vision, through a kubeconfig that impersonates her,
+so the commands carry no --as)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ import yaml
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from process import kubeyaml
+from tests.chart import Helm
 from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
@@ -24,17 +27,23 @@ BLOCK_SECONDS = 400
 SAMPLES = ROOT / "manifests" / "samples"
 
 
-def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path) -> None:
-    done = run(block, shell_env(cluster, kubeconfig), cwd=workdir, timeout=BLOCK_SECONDS)
+def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path,
+         helm: Helm | None = None) -> None:
+    """Run ``block`` as the reader would; with ``helm``, that helm is first on ``PATH``."""
+    env = shell_env(cluster, kubeconfig)
+    if helm is not None:
+        env = {**helm.env(), **env, "PATH": os.pathsep.join([str(helm.binary.parent), env["PATH"]])}
+    done = run(block, env, cwd=workdir, timeout=BLOCK_SECONDS)
     assert done.returncode == 0, (f"{block} failed with {done.returncode}:\n{block.text}\n--- stdout\n"
                                   f"{done.stdout}\n--- stderr\n{done.stderr}")
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A directory like a checkout's top: the guides name manifests/ relative to it and write
-    files (certificates) into it."""
+    """A directory like a checkout's top: the guides name manifests/ and charts/ relative to it
+    and write files (certificates) into it."""
     shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    shutil.copytree(ROOT / "charts", tmp_path / "charts")
     return tmp_path
 
 
@@ -66,6 +75,30 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
         assert api["spec"].get("caBundle"), "the records API trusts the CA too"
         assert cluster.kubectl("get", "secret", "sluicegate-extender-tls", "-n", "sluicegate-system",
                                check=False).returncode == 0
+    finally:
+        cluster.down()
+
+
+def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) -> None:
+    """Install with Helm, the CA filled in and the Secrets applied; then uninstall, which keeps
+    the CRDs."""
+    helm = Helm.built(workdir / "helm-home")
+    cluster = LocalCluster(workdir / "cluster", nodes=1, gpus_per_node=8)
+    cluster.up(progress=lambda line: None)
+    try:
+        *install, uninstall = scripts(ADMIN_GUIDE, "helm")
+        for block in install:
+            play(block, cluster, workdir, cluster.kubeconfig, helm)
+        hooks = yaml.safe_load(cluster.kubectl("get", "validatingwebhookconfiguration", "sluicegate",
+                                               "-o", "yaml").stdout)
+        assert hooks["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert all(w["clientConfig"].get("caBundle") for w in hooks["webhooks"]), "the CA is filled in"
+        assert cluster.kubectl("get", "secret", "sluicegate-webhook-tls", "sluicegate-extender-tls",
+                               "-n", "sluicegate-system", check=False).returncode == 0
+        assert "kind: Certificate" in (workdir / "sluicegate-helm-cert-manager.yaml").read_text()
+        play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
+        assert cluster.kubectl("get", "deployment", "sluicegate-webhook", "-n", "sluicegate-system",
+                               check=False).returncode != 0, "the release's objects are gone"
     finally:
         cluster.down()
 

@@ -7,6 +7,7 @@ chart passes the API server's strict server-side dry run as ``manifests/default`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +24,14 @@ CRDS = tuple(f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate
 
 
 def _with_monitoring(cluster: LocalCluster, tmp_path: Path) -> str:
-    """manifests/default with the monitoring component, as the admin guide's overlay adds it."""
+    """manifests/default with the monitoring component, as the admin guide's overlay adds it
+    (kustomize takes only relative paths)."""
     overlay = tmp_path / "with-monitoring"
     overlay.mkdir()
+    default, monitoring = (os.path.relpath(MANIFESTS / p, overlay)
+                           for p in ("default", "components/monitoring"))
     overlay.joinpath("kustomization.yaml").write_text(
-        f"resources:\n- {MANIFESTS / 'default'}\ncomponents:\n- {MANIFESTS / 'components' / 'monitoring'}\n")
+        f"resources:\n- {default}\ncomponents:\n- {monitoring}\n")
     return cluster.kubectl("kustomize", str(overlay)).stdout
 
 
