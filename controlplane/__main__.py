@@ -1,4 +1,4 @@
-"""``python -m controlplane {build,build-kueue,build-helm,up,down,status}``: the local control plane from a shell.
+"""``python -m controlplane {build,build-kueue,build-helm,up,down,status}``: the local control plane.
 
 ``up --sluicegate`` (``make up``) also runs Sluicegate on it; ``down`` stops both.
 """
