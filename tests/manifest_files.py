@@ -62,6 +62,13 @@ def crd_schema(plural: str) -> dict[str, Any]:
     return schema
 
 
+def kind_name(obj: dict[str, Any]) -> str:
+    """An object as ``kubectl get -o name`` names it: ``deployment.apps/sluicegate-webhook``."""
+    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+    kind = obj["kind"].lower() + (f".{group}" if group else "")
+    return f"{kind}/{obj['metadata']['name']}"
+
+
 def generated_file(entry: str) -> str:
     """The file of a generator's ``files`` entry: ``path``, or ``key=path``."""
     return entry.partition("=")[2] or entry

@@ -18,8 +18,9 @@ import yaml
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from process import kubeyaml
-from tests.chart import Helm
+from tests.chart import RELEASE, RELEASE_NAMESPACE, Helm, objects
 from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
+from tests.manifest_files import kind_name
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
 # An upper bound for one block (waits inside it have their own timeouts), not a target.
@@ -80,8 +81,10 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
 
 
 def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) -> None:
-    """Install with Helm, the CA filled in and the Secrets applied; then uninstall, which keeps
-    the CRDs."""
+    """The Helm install on a cluster of its own (the release's webhook configurations would judge
+    every other test's pods): every object of the release is created, the CA filled in and the
+    Secrets applied; then the uninstall removes every object but the CRDs, as Helm does. kwok
+    runs no containers, so the objects are checked, not the processes."""
     helm = Helm.built(workdir / "helm-home")
     cluster = LocalCluster(workdir / "cluster", nodes=1, gpus_per_node=8)
     cluster.up(progress=lambda line: None)
@@ -89,6 +92,12 @@ def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) 
         *install, uninstall = scripts(ADMIN_GUIDE, "helm")
         for block in install:
             play(block, cluster, workdir, cluster.kubeconfig, helm)
+        manifest = helm.run("get", "manifest", RELEASE, "--namespace", RELEASE_NAMESPACE,
+                            kubeconfig=cluster.kubeconfig).stdout
+        released = {kind_name(o) for o in objects(manifest).values()}
+        assert {"deployment.apps/sluicegate-webhook", "statefulset.apps/sluicegate-recorder",
+                "configmap/sluicegate-scheduler-config", "namespace/sluicegate-system"} <= released
+        assert set(cluster.kubectl("get", "-f", "-", "-o", "name", input=manifest).stdout.split()) == released
         hooks = yaml.safe_load(cluster.kubectl("get", "validatingwebhookconfiguration", "sluicegate",
                                                "-o", "yaml").stdout)
         assert hooks["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
@@ -96,9 +105,13 @@ def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) 
         assert cluster.kubectl("get", "secret", "sluicegate-webhook-tls", "sluicegate-extender-tls",
                                "-n", "sluicegate-system", check=False).returncode == 0
         assert "kind: Certificate" in (workdir / "sluicegate-helm-cert-manager.yaml").read_text()
+
         play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
-        assert cluster.kubectl("get", "deployment", "sluicegate-webhook", "-n", "sluicegate-system",
-                               check=False).returncode != 0, "the release's objects are gone"
+        left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
+        assert left.split() == [], "helm uninstall --wait returns once every object is gone"
+        crds = [f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate.dev"
+                for plural in ("queues", "teams", "presets", "policies")]
+        assert cluster.kubectl("get", *crds, "-o", "name").stdout.split() == crds, "Helm keeps the CRDs"
     finally:
         cluster.down()
 

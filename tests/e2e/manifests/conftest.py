@@ -28,13 +28,6 @@ def rendered_objects(cluster: LocalCluster, kustomization: str) -> list[dict[str
     return [doc for doc in yaml.safe_load_all(render(cluster, kustomization)) if doc]
 
 
-def kind_name(obj: dict[str, Any]) -> str:
-    """An object as ``kubectl get -o name`` names it: ``deployment.apps/sluicegate-webhook``."""
-    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
-    kind = obj["kind"].lower() + (f".{group}" if group else "")
-    return f"{kind}/{obj['metadata']['name']}"
-
-
 def dry_run_lines(result: subprocess.CompletedProcess[str]) -> set[str]:
     """The objects a ``kubectl apply --dry-run=server`` accepted, as ``kind_name`` names them; it
     must have succeeded without a warning."""

@@ -1,12 +1,11 @@
 """The Helm chart charts/sluicegate and the kustomize install are one install: rendered with the
-same choices they give the same objects (Helm's four labels aside); ``helm lint`` is clean; the
-chart passes the API server's strict server-side dry run as ``manifests/default`` does
-(``test_install.py``); and ``helm install`` on a cluster of its own creates every object, which
-``helm uninstall`` removes again, leaving the CRDs as Helm does."""
+same choices they give the same objects (Helm's four labels aside); ``helm lint`` is clean; and
+the chart passes the API server's strict server-side dry run as ``manifests/default`` does
+(``test_install.py``). ``helm install`` and ``helm uninstall`` on a cluster of their own are the
+admin guide's commands, run with their checks by ``tests/e2e/test_guides.py``."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,12 +14,9 @@ from pathlib import Path
 import pytest
 
 from controlplane.launching import LocalCluster
-from tests.chart import CHART, RELEASE, RELEASE_NAMESPACE, Helm, differences, objects
-from tests.e2e.manifests.conftest import dry_run_lines, kind_name, render
-from tests.manifest_files import MANIFESTS
-
-CRDS = tuple(f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate.dev"
-             for plural in ("queues", "teams", "presets", "policies"))
+from tests.chart import CHART, RELEASE, Helm, differences, objects
+from tests.e2e.manifests.conftest import dry_run_lines, render
+from tests.manifest_files import MANIFESTS, kind_name
 
 
 def _with_monitoring(cluster: LocalCluster, tmp_path: Path) -> str:
@@ -101,37 +97,3 @@ def test_the_chart_passes_strict_server_side_dry_run(installed: LocalCluster, he
     result = installed.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered,
                                check=False)
     assert dry_run_lines(result) == {kind_name(o) for o in objects(rendered).values()}
-
-
-def test_helm_install_creates_every_object_and_uninstall_removes_all_but_the_crds(
-    helm: Helm, tmp_path: Path
-) -> None:
-    """On a cluster of its own (the release's webhook configurations would judge every other
-    test's pods), with the samples on. kwok runs no containers, so the objects are checked, not
-    the processes."""
-    cluster = LocalCluster(tmp_path / "cluster", nodes=1, gpus_per_node=8)
-    cluster.up(progress=lambda line: None)
-    try:
-        helm.run("install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
-                 "--set", "samples.enabled=true", kubeconfig=cluster.kubeconfig)
-        status = json.loads(helm.run("status", RELEASE, "--namespace", RELEASE_NAMESPACE, "-o", "json",
-                                     kubeconfig=cluster.kubeconfig).stdout)
-        assert status["info"]["status"] == "deployed"
-        manifest = helm.run("get", "manifest", RELEASE, "--namespace", RELEASE_NAMESPACE,
-                            kubeconfig=cluster.kubeconfig).stdout
-        expected = {kind_name(o) for o in objects(manifest).values()}
-        assert {"deployment.apps/sluicegate-webhook", "statefulset.apps/sluicegate-recorder",
-                "queue.sluicegate.dev/notebooks", "namespace/sluicegate-system"} <= expected
-        found = cluster.kubectl("get", "-f", "-", "-o", "name", input=manifest).stdout.split()
-        assert set(found) == expected
-        assert cluster.kubectl("get", *CRDS, "-o", "name").stdout.split() == list(CRDS)
-
-        helm.run("uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, kubeconfig=cluster.kubeconfig)
-        cluster.kubectl("wait", "--for=delete", "-f", "-", "--timeout=240s", input=manifest)
-        left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
-        assert left.split() == []
-        assert cluster.kubectl("get", *CRDS, "-o", "name").stdout.split() == list(CRDS), "Helm keeps CRDs"
-        assert helm.run("status", RELEASE, "--namespace", RELEASE_NAMESPACE, kubeconfig=cluster.kubeconfig,
-                        check=False).returncode != 0
-    finally:
-        cluster.down()

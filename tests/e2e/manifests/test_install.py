@@ -16,13 +16,14 @@ import yaml
 
 from controlplane.launching import LocalCluster
 from process import kubeyaml
-from tests.e2e.manifests.conftest import dry_run_lines, kind_name, render, rendered_objects
+from tests.e2e.manifests.conftest import dry_run_lines, render, rendered_objects
 from tests.manifest_files import (
     ACCOUNT_GROUPS,
     CONTROLLER_ACCOUNT,
     LOCAL_PLACEHOLDERS,
     MANIFESTS,
     WEBHOOK_ACCOUNT,
+    kind_name,
 )
 
 
