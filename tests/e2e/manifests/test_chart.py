@@ -97,3 +97,38 @@ def test_the_chart_passes_strict_server_side_dry_run(installed: LocalCluster, he
     result = installed.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered,
                                check=False)
     assert dry_run_lines(result) == {kind_name(o) for o in objects(rendered).values()}
+
+
+def test_the_values_reach_every_workload(helm: Helm) -> None:
+    """What the values say lands where a reader of values.yaml expects it, in all three workloads;
+    a value set in part (the controller's memory limit) keeps the rest of its defaults."""
+    chart = objects(helm.template(
+        "--set", "image.repository=registry.example.com/sluicegate,image.tag=1.2.3,image.pullPolicy=Always",
+        "--set", "webhook.replicas=3,controller.replicas=4,controller.resources.limits.memory=2Gi",
+        "--set", "nodeSelector.pool=system,priorityClassName=platform-critical",
+        "--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+        "--set", "tolerations[0].effect=NoSchedule",
+        "--set", "recorder.storage=20Gi,recorder.storageClassName=fast,recorder.retention=30d",
+    ))
+    workloads = {o["metadata"]["name"]: o for o in chart.values()
+                 if o["kind"] in ("Deployment", "StatefulSet")}
+    assert set(workloads) == {"sluicegate-webhook", "sluicegate-controller", "sluicegate-recorder"}
+    for workload in workloads.values():
+        pod = workload["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["image"] == "registry.example.com/sluicegate:1.2.3"
+        assert container["imagePullPolicy"] == "Always"
+        assert pod["nodeSelector"] == {"pool": "system"}
+        assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+        assert pod["priorityClassName"] == "platform-critical"
+    assert workloads["sluicegate-webhook"]["spec"]["replicas"] == 3
+    assert workloads["sluicegate-controller"]["spec"]["replicas"] == 4
+    controller = workloads["sluicegate-controller"]["spec"]["template"]["spec"]["containers"][0]
+    assert controller["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"},
+                                       "limits": {"memory": "2Gi"}}
+    recorder = workloads["sluicegate-recorder"]["spec"]
+    (claim,) = recorder["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    env = {e["name"]: e.get("value") for e in recorder["template"]["spec"]["containers"][0]["env"]}
+    assert env["SLUICEGATE_RETENTION"] == "30d"
