@@ -30,6 +30,10 @@ binaries: $(STAMP) ## build kube-apiserver, controller-manager, scheduler, kubec
 kueue: $(STAMP) ## build Kueue v0.17.0, the benchmarks' peer, into its own cache (only benchmarks need it)
 	$(BIN)/python -m controlplane build-kueue
 
+.PHONY: helm
+helm: $(STAMP) ## build helm v3.22.0, which the chart's tests drive, into its own cache (only those tests need it)
+	$(BIN)/python -m controlplane build-helm
+
 .PHONY: lint
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
@@ -47,11 +51,11 @@ unit: $(STAMP) ## unit and property tests (no cluster)
 	$(BIN)/pytest tests/unit tests/property
 
 .PHONY: e2e
-e2e: binaries kueue ## end-to-end tests against the real local control plane (and Kueue beside it)
+e2e: binaries kueue helm ## end-to-end tests against the real local control plane (and Kueue beside it)
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries kueue ## every check: ruff, mypy, import-linter, unit, property and e2e tests (not the fidelity run)
+test: lint typecheck imports binaries kueue helm ## every check: ruff, mypy, import-linter, unit, property and e2e tests (not the fidelity run)
 	$(BIN)/pytest tests -m "not fidelity"
 
 .PHONY: fidelity
@@ -108,6 +112,10 @@ image: ## build the container image from Containerfile (IMAGE=name:tag, CONTAINE
 .PHONY: containerfile
 containerfile: $(STAMP) ## write Containerfile and .dockerignore from the product's packages listed in pyproject.toml
 	$(BIN)/python -m tests.image
+
+.PHONY: chart
+chart: $(STAMP) ## write charts/sluicegate's copies of manifests/ (CRDs, RBAC, webhook configurations, monitoring, samples)
+	$(BIN)/python -m tests.chart
 
 .PHONY: bench-ungater
 bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fresh control plane (the ceiling)

@@ -1,4 +1,4 @@
-"""``python -m controlplane {build,up,down,status}``: the local control plane from a shell.
+"""``python -m controlplane {build,build-kueue,build-helm,up,down,status}``: the local control plane.
 
 ``up --sluicegate`` (``make up``) also runs Sluicegate on it; ``down`` stops both.
 """
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the binaries into the cache, if missing")
     sub.add_parser("build-kueue", help="build Kueue (the benchmarks' peer) into its own cache, if missing")
+    sub.add_parser("build-helm", help="build helm (the chart's tests use it) into its own cache, if missing")
     up = sub.add_parser("up", help="start an empty cluster (stopping one already in --root)")
     up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
     up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         return _build(building.ensure_binaries, "binaries ready in")
     if args.command == "build-kueue":
         return _build(building.ensure_kueue, "kueue ready at")
+    if args.command == "build-helm":
+        return _build(building.ensure_helm, "helm ready at")
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")

@@ -4,9 +4,10 @@ The versions live in the Go modules under ``controlplane/go``; the cache key is 
 the Go toolchain's version and a digest of the module files, so a second run (and CI on the
 same machine) rebuilds nothing, and a change of any pin builds into a fresh directory.
 
-Kueue, the benchmarks' peer, is built the same way from its own module (``go/kueue``) into its
-own cache directory (``ensure_kueue``): only the benchmarks and one smoke test need it, and its
-pin must not change the control plane's cache key.
+Kueue, the benchmarks' peer, and helm, which the chart's tests drive, are built the same way,
+each from its own module (``go/kueue``, ``go/helm``) into its own cache directory
+(``ensure_kueue``, ``ensure_helm``): only the tests that use them need them, and their pins must
+not change the control plane's cache key.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ KUEUE_MODULE = "kueue"
 # Kueue's own recipe number, in its cache key only: bump it when the way Kueue is built changes.
 KUEUE_RECIPE = 1
 KUEUE_PACKAGE = "sigs.k8s.io/kueue"
+HELM_MODULE = "helm"
+# helm's own recipe number, in its cache key only: bump it when the way helm is built changes.
+HELM_RECIPE = 1
+HELM_PACKAGE = "helm.sh/helm/v3"
 
 Progress = Callable[[str], None]
 
@@ -125,6 +130,15 @@ def kueue_bin_dir() -> Path:
     return cache_root() / "kueue" / key / "bin"
 
 
+def helm_version() -> str:
+    return _required_version(HELM_MODULE, HELM_PACKAGE)
+
+
+def helm_bin_dir() -> Path:
+    key = f"helm-{helm_version()}_{go_version()}_{_modules_digest((HELM_MODULE,), HELM_RECIPE)}"
+    return cache_root() / "helm" / key / "bin"
+
+
 def _version_ldflags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     flags = []
@@ -177,16 +191,38 @@ def kueue_target() -> Target:
 
 def ensure_kueue(progress: Progress | None = None) -> Path:
     """Return the path of the kueue binary, building it first when the cache lacks it."""
+    return _ensure_one(kueue_target(), kueue_version(), kueue_bin_dir(), progress)
+
+
+def helm_target() -> Target:
+    version = helm_version()
+    # As helm's own Makefile: the version it reports, and the Kubernetes version its lint and
+    # template assume (one minor above its client-go's v0.x, i.e. 1.x).
+    minor = _required_version(HELM_MODULE, "k8s.io/client-go").lstrip("v").split(".")[1]
+    flags = (f"-X {HELM_PACKAGE}/internal/version.version={version}",
+             f"-X {HELM_PACKAGE}/internal/version.gitTreeState=clean",
+             f"-X {HELM_PACKAGE}/pkg/lint/rules.k8sVersionMajor=1",
+             f"-X {HELM_PACKAGE}/pkg/lint/rules.k8sVersionMinor={minor}",
+             f"-X {HELM_PACKAGE}/pkg/chartutil.k8sVersionMajor=1",
+             f"-X {HELM_PACKAGE}/pkg/chartutil.k8sVersionMinor={minor}")
+    return Target("helm", HELM_MODULE, f"{HELM_PACKAGE}/cmd/helm", flags)
+
+
+def ensure_helm(progress: Progress | None = None) -> Path:
+    """Return the path of the helm binary, building it first when the cache lacks it."""
+    return _ensure_one(helm_target(), helm_version(), helm_bin_dir(), progress)
+
+
+def _ensure_one(target: Target, version: str, out: Path, progress: Progress | None) -> Path:
+    """Build one binary built apart from the control plane into ``out``, unless it is there."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    out = kueue_bin_dir()
     out.mkdir(parents=True, exist_ok=True)
-    target = kueue_target()
     with _exclusive(out / ".lock", say):
         if not (out / target.name).exists():
-            say(f"building kueue {kueue_version()} into {out} ...")
+            say(f"building {target.name} {version} into {out} ...")
             started = time.monotonic()
             _build(target, out, say)
-            say(f"built kueue in {time.monotonic() - started:.0f}s")
+            say(f"built {target.name} in {time.monotonic() - started:.0f}s")
     return out / target.name
 
 

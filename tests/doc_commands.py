@@ -6,9 +6,11 @@ Two kinds of fenced block hold commands, and every other block (``yaml``, ``text
   goes on on the next line), followed by the output a reader should expect, which is not run.
   ``commands_in`` lists their commands in order (docs/cli.md).
 * shell blocks (``sh``, ``bash``, ``shell``) are scripts a reader pastes whole, tagged with where
-  they run: ```` ```sh install ```` on an empty cluster without Sluicegate, ```` ```sh cluster ````
-  on a cluster where Sluicegate runs, as ``make up`` leaves it. ``scripts`` lists them (the
-  guides); an untagged shell block is an error, since every command of a guide is run.
+  they run: ```` ```sh install ```` on an empty cluster without Sluicegate, ```` ```sh helm ````
+  on another empty cluster with helm on ``PATH`` (the Helm install, which must not meet the
+  kustomize one), ```` ```sh cluster ```` on a cluster where Sluicegate runs, as ``make up``
+  leaves it. ``scripts`` lists them (the guides); an untagged shell block is an error, since
+  every command of a guide is run.
 
 Blocks may sit inside list items; their indentation is removed, as a reader who copies them
 gets them. ``shell_env`` gives the reader's shell after ``make up`` and ``run`` runs a command
@@ -33,7 +35,7 @@ from controlplane.launching import LocalCluster
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 GUIDES: Final = (ROOT / "docs" / "admin-guide.md", ROOT / "docs" / "user-guide.md")
-WHERE: Final = frozenset({"install", "cluster"})
+WHERE: Final = frozenset({"install", "helm", "cluster"})
 SHELLS: Final = frozenset({"sh", "bash", "shell"})
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w-]*)(?P<tags>.*)$")
@@ -46,7 +48,7 @@ class Block:
     """Where the block's fence opens (1-based)."""
     lang: str
     where: str
-    """The first tag after the language: ``install``, ``cluster`` or "" (untagged)."""
+    """The first tag after the language: ``install``, ``helm``, ``cluster`` or "" (untagged)."""
     text: str
 
     def __str__(self) -> str:

@@ -62,9 +62,23 @@ def crd_schema(plural: str) -> dict[str, Any]:
     return schema
 
 
+def kind_name(obj: dict[str, Any]) -> str:
+    """An object as ``kubectl get -o name`` names it: ``deployment.apps/sluicegate-webhook``."""
+    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+    kind = obj["kind"].lower() + (f".{group}" if group else "")
+    return f"{kind}/{obj['metadata']['name']}"
+
+
+def generated_file(entry: str) -> str:
+    """The file of a generator's ``files`` entry: ``path``, or ``key=path``."""
+    return entry.partition("=")[2] or entry
+
+
 def kustomize_references(kustomization: dict[str, Any]) -> list[str]:
     """The files and directories a kustomization names."""
     refs = [*kustomization.get("resources", ()), *kustomization.get("components", ())]
     refs += [p["path"] for p in kustomization.get("patches", ()) if "path" in p]
     refs += list(kustomization.get("patchesStrategicMerge", ()))
+    refs += [generated_file(f) for generator in kustomization.get("configMapGenerator", ())
+             for f in generator.get("files", ())]
     return [str(r) for r in refs]

@@ -1,10 +1,12 @@
 """Every command of docs/admin-guide.md and docs/user-guide.md, run as written, in order, through
-bash with errexit, against the real local control plane: the install on an empty cluster of its
-own, the rest on the session's cluster with Sluicegate running (the user guide's as alice of
-team vision, through a kubeconfig that impersonates her, so the commands carry no --as)."""
+bash with errexit, against the real local control plane: the kustomize install and the Helm
+install each on an empty cluster of its own, the rest on the session's cluster with Sluicegate
+running (the user guide's as alice of team vision, through a kubeconfig that impersonates her,
+so the commands carry no --as)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +18,9 @@ import yaml
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from process import kubeyaml
+from tests.chart import RELEASE, RELEASE_NAMESPACE, Helm, objects
 from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
+from tests.manifest_files import kind_name
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
 # An upper bound for one block (waits inside it have their own timeouts), not a target.
@@ -24,17 +28,23 @@ BLOCK_SECONDS = 400
 SAMPLES = ROOT / "manifests" / "samples"
 
 
-def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path) -> None:
-    done = run(block, shell_env(cluster, kubeconfig), cwd=workdir, timeout=BLOCK_SECONDS)
+def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path,
+         helm: Helm | None = None) -> None:
+    """Run ``block`` as the reader would; with ``helm``, that helm is first on ``PATH``."""
+    env = shell_env(cluster, kubeconfig)
+    if helm is not None:
+        env = {**helm.env(), **env, "PATH": os.pathsep.join([str(helm.binary.parent), env["PATH"]])}
+    done = run(block, env, cwd=workdir, timeout=BLOCK_SECONDS)
     assert done.returncode == 0, (f"{block} failed with {done.returncode}:\n{block.text}\n--- stdout\n"
                                   f"{done.stdout}\n--- stderr\n{done.stderr}")
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A directory like a checkout's top: the guides name manifests/ relative to it and write
-    files (certificates) into it."""
+    """A directory like a checkout's top: the guides name manifests/ and charts/ relative to it
+    and write files (certificates) into it."""
     shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    shutil.copytree(ROOT / "charts", tmp_path / "charts")
     return tmp_path
 
 
@@ -66,6 +76,42 @@ def test_the_admin_guides_install_commands_pass_on_an_empty_cluster(workdir: Pat
         assert api["spec"].get("caBundle"), "the records API trusts the CA too"
         assert cluster.kubectl("get", "secret", "sluicegate-extender-tls", "-n", "sluicegate-system",
                                check=False).returncode == 0
+    finally:
+        cluster.down()
+
+
+def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) -> None:
+    """The Helm install on a cluster of its own (the release's webhook configurations would judge
+    every other test's pods): every object of the release is created, the CA filled in and the
+    Secrets applied; then the uninstall removes every object but the CRDs, as Helm does. kwok
+    runs no containers, so the objects are checked, not the processes."""
+    helm = Helm.built(workdir / "helm-home")
+    cluster = LocalCluster(workdir / "cluster", nodes=1, gpus_per_node=8)
+    cluster.up(progress=lambda line: None)
+    try:
+        *install, uninstall = scripts(ADMIN_GUIDE, "helm")
+        for block in install:
+            play(block, cluster, workdir, cluster.kubeconfig, helm)
+        manifest = helm.run("get", "manifest", RELEASE, "--namespace", RELEASE_NAMESPACE,
+                            kubeconfig=cluster.kubeconfig).stdout
+        released = {kind_name(o) for o in objects(manifest).values()}
+        assert {"deployment.apps/sluicegate-webhook", "statefulset.apps/sluicegate-recorder",
+                "configmap/sluicegate-scheduler-config", "namespace/sluicegate-system"} <= released
+        assert set(cluster.kubectl("get", "-f", "-", "-o", "name", input=manifest).stdout.split()) == released
+        hooks = yaml.safe_load(cluster.kubectl("get", "validatingwebhookconfiguration", "sluicegate",
+                                               "-o", "yaml").stdout)
+        assert hooks["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert all(w["clientConfig"].get("caBundle") for w in hooks["webhooks"]), "the CA is filled in"
+        assert cluster.kubectl("get", "secret", "sluicegate-webhook-tls", "sluicegate-extender-tls",
+                               "-n", "sluicegate-system", check=False).returncode == 0
+        assert "kind: Certificate" in (workdir / "sluicegate-helm-cert-manager.yaml").read_text()
+
+        play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
+        left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
+        assert left.split() == [], "helm uninstall --wait returns once every object is gone"
+        crds = [f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate.dev"
+                for plural in ("queues", "teams", "presets", "policies")]
+        assert cluster.kubectl("get", *crds, "-o", "name").stdout.split() == crds, "Helm keeps the CRDs"
     finally:
         cluster.down()
 

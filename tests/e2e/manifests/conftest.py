@@ -1,15 +1,19 @@
 """Fixtures for the manifests' e2e tests: Sluicegate's CRDs and RBAC installed for real, the
-samples applied for a module, and a rendering of any kustomization by the cluster's own kubectl."""
+samples applied for a module, a rendering of any kustomization by the cluster's own kubectl, and
+helm of the pinned release."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from controlplane.launching import LocalCluster
+from tests.chart import Helm
 from tests.manifest_files import MANIFESTS
 
 CRDS = ("queues", "teams", "presets", "policies")
@@ -22,6 +26,21 @@ def render(cluster: LocalCluster, kustomization: str) -> str:
 
 def rendered_objects(cluster: LocalCluster, kustomization: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(render(cluster, kustomization)) if doc]
+
+
+def dry_run_lines(result: subprocess.CompletedProcess[str]) -> set[str]:
+    """The objects a ``kubectl apply --dry-run=server`` accepted, as ``kind_name`` names them; it
+    must have succeeded without a warning."""
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, f"the API server warned: {result.stderr}"
+    return {line.split(" ", 1)[0] for line in result.stdout.splitlines() if line.endswith("(server dry run)")}
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """helm v3.22.0, built into its cache first if missing (a few minutes), with a home of its own."""
+    home: Path = tmp_path_factory.mktemp("helm")
+    return Helm.built(home)
 
 
 @pytest.fixture(scope="session")

@@ -10,33 +10,21 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from controlplane.launching import LocalCluster
 from process import kubeyaml
-from tests.e2e.manifests.conftest import render, rendered_objects
+from tests.e2e.manifests.conftest import dry_run_lines, render, rendered_objects
 from tests.manifest_files import (
     ACCOUNT_GROUPS,
     CONTROLLER_ACCOUNT,
     LOCAL_PLACEHOLDERS,
     MANIFESTS,
     WEBHOOK_ACCOUNT,
+    kind_name,
 )
-
-
-def _dry_run_lines(result: subprocess.CompletedProcess[str]) -> set[str]:
-    assert result.returncode == 0, result.stderr
-    assert "Warning" not in result.stderr, f"the API server warned: {result.stderr}"
-    return {line.split(" ", 1)[0] for line in result.stdout.splitlines() if line.endswith("(server dry run)")}
-
-
-def _kind_name(obj: dict[str, Any]) -> str:
-    group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
-    kind = obj["kind"].lower() + (f".{group}" if group else "")
-    return f"{kind}/{obj['metadata']['name']}"
 
 
 def test_the_default_install_passes_server_side_dry_run(installed: LocalCluster) -> None:
@@ -45,8 +33,8 @@ def test_the_default_install_passes_server_side_dry_run(installed: LocalCluster)
     matchConditions compiled as CEL), none stored. The namespace and CRDs exist already
     (`installed`): a dry run cannot create a namespace for the objects that go in it."""
     result = installed.kubectl("apply", "-k", str(MANIFESTS / "default"), "--dry-run=server", check=False)
-    accepted = _dry_run_lines(result)
-    expected = {_kind_name(o) for o in rendered_objects(installed, "default")}
+    accepted = dry_run_lines(result)
+    expected = {kind_name(o) for o in rendered_objects(installed, "default")}
     assert accepted == expected
     assert {"deployment.apps/sluicegate-webhook", "deployment.apps/sluicegate-controller",
             "mutatingwebhookconfiguration.admissionregistration.k8s.io/sluicegate",
@@ -65,7 +53,7 @@ def test_the_local_overlay_applies_once_its_placeholders_are_filled(installed: L
     assert urls == ["https://127.0.0.1:9443/mutate"] * 3 + ["https://127.0.0.1:9443/validate"] * 4
     assert not any(o["kind"] in ("Deployment", "Service") for o in objects)
     result = installed.kubectl("apply", "--dry-run=server", "-f", "-", input=filled, check=False)
-    assert _dry_run_lines(result) == {_kind_name(o) for o in objects}
+    assert dry_run_lines(result) == {kind_name(o) for o in objects}
 
 
 def test_the_cert_manager_overlay_issues_both_certificates_and_injects_the_ca(cluster: LocalCluster) -> None:
