@@ -9,7 +9,7 @@ fails when the checked-in copies differ from what it writes. Which files are cop
 the kustomizations themselves, so a file added to one of them reaches the chart at the next
 ``make chart``. The chart's own templates (the Deployments, the StatefulSet, their Services) are
 held equal to manifests/default by tests/e2e/manifests/test_chart.py, which renders both and
-compares them with ``differences``. See docs/decisions/NEW-a-helm-chart-equal-to-kustomize.md.
+compares them with ``differences``. See docs/decisions/0038-a-helm-chart-equal-to-kustomize.md.
 """
 
 from __future__ import annotations
