@@ -67,7 +67,9 @@ def test_every_kustomization_names_files_that_exist_and_every_file_is_named(path
 @pytest.mark.parametrize(("plural", "kind"), [
     ("queues", "Queue"), ("teams", "Team"), ("presets", "Preset"), ("policies", "Policy"),
 ])
-def test_each_crd_is_a_cluster_scoped_kind_of_the_sluicegate_group_stored_as_v1beta1(plural: str, kind: str) -> None:
+def test_each_crd_is_a_cluster_scoped_kind_of_the_sluicegate_group_stored_as_v1beta1(
+    plural: str, kind: str
+) -> None:
     spec = crd(plural)["spec"]
     assert spec["group"] == keys.GROUP
     assert spec["scope"] == "Cluster"
@@ -82,7 +84,9 @@ def test_each_crd_is_a_cluster_scoped_kind_of_the_sluicegate_group_stored_as_v1b
 
 
 @pytest.mark.parametrize("plural", ["queues", "teams", "presets", "policies"])
-def test_v1alpha1_is_served_deprecated_with_the_schema_columns_and_subresources_of_v1beta1(plural: str) -> None:
+def test_v1alpha1_is_served_deprecated_with_the_schema_columns_and_subresources_of_v1beta1(
+    plural: str
+) -> None:
     beta, alpha = crd(plural)["spec"]["versions"]
     assert (beta["name"], alpha["name"]) == ("v1beta1", "v1alpha1")
     assert alpha["deprecated"] and "sluicegate.dev/v1beta1" in alpha["deprecationWarning"]

@@ -61,7 +61,8 @@ def test_objects_written_as_v1alpha1_read_the_same_as_v1beta1(tmp_path: Path) ->
     (tmp_path / "beta").mkdir()
     (tmp_path / "beta" / "queues.yaml").write_text(QUEUES)
     (tmp_path / "alpha").mkdir()
-    (tmp_path / "alpha" / "queues.yaml").write_text(QUEUES.replace("sluicegate.dev/v1beta1", "sluicegate.dev/v1alpha1"))
+    alpha_queues = QUEUES.replace("sluicegate.dev/v1beta1", "sluicegate.dev/v1alpha1")
+    (tmp_path / "alpha" / "queues.yaml").write_text(alpha_queues)
     beta, alpha = load_setup(tmp_path / "beta"), load_setup(tmp_path / "alpha")
     assert list(alpha.queues) == ["vision-debug", "vision-train"]
     assert alpha.queues == beta.queues
