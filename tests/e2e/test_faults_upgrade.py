@@ -90,10 +90,15 @@ def created(status: int) -> bool:
     return status == 201
 
 
-def migrate(cluster: LocalCluster) -> str:
-    """``sluicegate migrate-storage`` as the cluster's admin; what it printed."""
-    done = subprocess.run([str(Path(sys.executable).parent / "sluicegate"), "migrate-storage",
+def migrating(cluster: LocalCluster) -> subprocess.CompletedProcess[str]:
+    """``sluicegate migrate-storage`` as the cluster's admin."""
+    return subprocess.run([str(Path(sys.executable).parent / "sluicegate"), "migrate-storage",
                            f"--kubeconfig={cluster.kubeconfig}"], capture_output=True, text=True, timeout=300)
+
+
+def migrate(cluster: LocalCluster) -> str:
+    """``sluicegate migrate-storage``, which must succeed; what it printed."""
+    done = migrating(cluster)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -137,6 +142,8 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_refuses_only_while_the_w
                 Stream(stage.credentials, lambda i: scene.pod(namespace, f"u{i:04d}", queues[i % 3]),
                        pause=0.3) as stream:
             stream.more(scale(10, 40), created, "submissions to flow through the previous release")
+            early = migrating(cluster)
+            assert early.returncode == 1 and "apply this release's CRDs first" in early.stderr, early.stderr
             sluicegate.upgrade(ROOT / "manifests" / "local")
             for name in ROLLING:
                 began = time.monotonic()
