@@ -69,7 +69,7 @@ class Figures:
     def refusals(self) -> str:
         if not self.refused and not self.refused_seconds:
             return ""
-        return f"{self.refused:,} ({self.refused_seconds:.0f} s)"
+        return f"{self.refused:,} ({self.refused_seconds:.1f} s)"
 
 
 def stamp() -> str:

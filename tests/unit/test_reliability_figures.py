@@ -28,9 +28,9 @@ def test_the_table_has_a_row_per_scenario_and_totals_of_the_counts() -> None:
     assert lines[2].startswith("| kills | make test | 10 | 0 | 0 | 100 | 100 | 0 | 0 | 0 |  |  |  | 61 |")
     assert "| 9 / 9 |" in lines[3]
     assert "| 61 → 64 |" in lines[4]
-    assert "| 0 |  | 6 (2 s) |  |" in lines[5]
+    assert "| 0 |  | 6 (2.4 s) |  |" in lines[5]
     assert lines[-1].startswith(
-        "| **total** |  | 11 | 4 | 0 | 185 | 185 | 0 | 0 | 0 | 9 / 9 | 6 (2 s) |  | 81 |")
+        "| **total** |  | 11 | 4 | 0 | 185 | 185 | 0 | 0 | 0 | 9 / 9 | 6 (2.4 s) |  | 81 |")
 
 
 def test_rendering_replaces_only_the_text_between_the_markers() -> None:
