@@ -170,8 +170,9 @@ class LocalSluicegate:
     def upgrade(self, manifests: Path, progress: Progress = _quiet) -> None:
         """Apply another release's local manifests over this install, as ``kubectl apply`` of a
         new release does: the CRDs first (until Established), then the rest, the webhook
-        configurations pointed at the local webhook. The processes go on running; replace them
-        one at a time with ``stop`` and ``start``."""
+        configurations pointed at the local webhook (the records APIService stays as ``up()``
+        registered it). The processes go on running; replace them one at a time with ``stop``
+        and ``start``."""
         progress(f"sluicegate: applying {manifests}")
         self.manifests = manifests
         documents = self._render()
