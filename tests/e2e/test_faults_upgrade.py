@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -136,11 +136,14 @@ def test_a_rolling_upgrade_under_load_loses_nothing_and_refuses_only_while_the_w
     before = {(plural, name): kept(read(cluster, plural, name, "v1alpha1")) for plural, name in objects}
     assert set(stored_as(cluster, "presets", preset).values()) == {ALPHA}
     windows: dict[str, tuple[float, float]] = {}
+
+    def pod(i: int) -> dict[str, Any]:
+        return scene.pod(namespace, f"u{i:04d}", queues[i % 3], seconds=1)
+
     try:
         with scenario("rolling upgrade from the previous release under a stream") as row, \
                 recording(stage.credentials, selector=scene.selector) as recorder, \
-                Stream(stage.credentials, lambda i: scene.pod(namespace, f"u{i:04d}", queues[i % 3]),
-                       pause=0.3) as stream:
+                Stream(stage.credentials, pod, pause=0.3) as stream:
             stream.more(scale(10, 40), created, "submissions to flow through the previous release")
             early = migrating(cluster)
             assert early.returncode == 1 and "apply this release's CRDs first" in early.stderr, early.stderr
@@ -197,14 +200,14 @@ def test_rolled_back_after_the_migration_the_previous_release_works_through_v1al
     try:
         with scenario("rollback to the previous release after the storage migration") as row, \
                 recording(stage.credentials, selector=scene.selector) as recorder, \
-                Stream(stage.credentials, lambda i: scene.pod(namespace, f"r{i:04d}", queue),
+                Stream(stage.credentials, lambda i: scene.pod(namespace, f"r{i:04d}", queue, seconds=1),
                        pause=0.3) as stream:
             stream.more(scale(5, 20), created, "submissions to flow through this checkout")
             for name in ROLLING:
                 sluicegate.stop(name)
                 sluicegate.start(name, tree=previous)
                 row.add("restarts")
-            stream.more(scale(10, 40), created, "submissions to flow through the previous release again")
+            stream.more(scale(5, 40), created, "submissions to flow through the previous release again")
             stream.stop()
             accepted = len(stream.accepted)
             recorder.wait(lambda t: t.finished >= accepted, DRAIN_SECONDS)
