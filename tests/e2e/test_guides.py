@@ -7,6 +7,7 @@ impersonates her, so the commands carry no --as)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -110,6 +111,10 @@ def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) 
         assert cluster.kubectl("get", "secret", "sluicegate-webhook-tls", "sluicegate-extender-tls",
                                "-n", "sluicegate-system", check=False).returncode == 0
         assert "kind: Certificate" in (workdir / "sluicegate-helm-cert-manager.yaml").read_text()
+        history = helm.run("history", RELEASE, "--namespace", RELEASE_NAMESPACE, "-o", "json",
+                           kubeconfig=cluster.kubeconfig).stdout
+        assert [r["description"] for r in json.loads(history)][-2:] == ["Upgrade complete", "Rollback to 1"]
+        assert not images(cluster) & {f"{IMAGE}:0.2.0"}, "the upgrade's image is rolled back"
 
         play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
         left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
