@@ -65,7 +65,7 @@ fidelity: binaries ## a recorded run replayed by the simulator: release order an
 FAULT_FIGURES ?= docs/reliability.json
 
 .PHONY: faults
-faults: binaries ## the fault suite's long variants (30 controller kills, 3 restarts of apiserver and etcd, 5,000 connections...); writes the table in docs/reliability.md
+faults: binaries ## the fault suite's long variants (30 controller kills, 3 restarts of apiserver and etcd, 5,000 connections, a rolling upgrade from the previous release...); writes the table in docs/reliability.md
 	SLUICEGATE_FAULTS=full SLUICEGATE_FAULTS_FIGURES=$(FAULT_FIGURES) $(BIN)/pytest tests/e2e/test_faults_*.py
 	$(BIN)/python -m audit.reliability --figures $(FAULT_FIGURES) --doc docs/reliability.md
 

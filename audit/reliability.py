@@ -47,6 +47,10 @@ class Figures:
     """Pods released twice."""
     abuse_tried: int = 0
     abuse_refused: int = 0
+    refused: int = 0
+    """Honest submissions refused (an upgrade's webhook swap), and the seconds from the first
+    to the last of them (``refused_seconds``)."""
+    refused_seconds: float = 0.0
     rss_start_mib: float = 0.0
     rss_end_mib: float = 0.0
     seconds: float = 0.0
@@ -60,6 +64,12 @@ class Figures:
     def from_json(cls, data: dict[str, Any]) -> Figures:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def refusals(self) -> str:
+        if not self.refused and not self.refused_seconds:
+            return ""
+        return f"{self.refused:,} ({self.refused_seconds:.1f} s)"
 
 
 def stamp() -> str:
@@ -94,8 +104,8 @@ def _rss(row: Figures) -> str:
 
 
 HEADER = ("| Scenario | Run by | Kills | Restarts | 410s relisted | Pods submitted | Finished "
-          "| Limit violations | Lost | Released twice | Abuse tried / refused | Controller RSS MiB "
-          "| Seconds | When |")
+          "| Limit violations | Lost | Released twice | Abuse tried / refused "
+          "| Submissions refused (seconds) | Controller RSS MiB | Seconds | When |")
 
 
 def table(rows: Iterable[Figures]) -> str:
@@ -106,15 +116,15 @@ def table(rows: Iterable[Figures]) -> str:
     def line(name: str, suite: str, r: Figures, rss: str, seconds: str, when: str) -> str:
         abuse = f"{r.abuse_tried} / {r.abuse_refused}" if r.abuse_tried else ""
         cells = [name, suite, _count(r.kills), _count(r.restarts), _count(r.expiries), _count(r.submitted),
-                 _count(r.finished), _count(r.violations), _count(r.lost), _count(r.twice), abuse, rss,
-                 seconds, when]
+                 _count(r.finished), _count(r.violations), _count(r.lost), _count(r.twice), abuse,
+                 r.refusals, rss, seconds, when]
         return "| " + " | ".join(cells) + " |"
 
     for r in rows:
         lines.append(line(r.scenario, r.suite, r, _rss(r), f"{r.seconds:.0f}", r.when))
     total = Figures("**total**", **{
         f.name: sum(getattr(r, f.name) for r in rows)
-        for f in fields(Figures) if f.type == "int"
+        for f in fields(Figures) if f.type in ("int", "float") and f.name != "seconds"
     })
     lines.append(line("**total**", "", total, "", f"{sum(r.seconds for r in rows):.0f}", ""))
     return "\n".join(lines)

@@ -84,7 +84,7 @@ class Bench:
         """A directory: sample the controller with py-spy during phase 1 (``--profile``)."""
 
     async def admin_object(self, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
-        await self.connection.create(f"/apis/{keys.GROUP}/v1alpha1/{plural}",
+        await self.connection.create(f"/apis/{keys.API_VERSION}/{plural}",
                                      {"apiVersion": keys.API_VERSION, "kind": kind,
                                       "metadata": {"name": name}, "spec": spec})
 
@@ -197,7 +197,7 @@ class Bench:
         await self.explained(load.namespace(team), f"p{pods - 1:05d}")  # a quiet start
 
         async def work() -> None:
-            await self.connection.patch(f"/apis/{keys.GROUP}/v1alpha1/queues/{queue}",
+            await self.connection.patch(f"/apis/{keys.API_VERSION}/queues/{queue}",
                                         {"spec": {"paused": False}}, kind="merge")
             await self.until(recorder, lambda t: t.released >= pods)
             await self.until(recorder, lambda t: t.finished >= pods)

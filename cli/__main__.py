@@ -38,6 +38,8 @@ COMMANDS: tuple[Listed, ...] = (
            "cli.queues"),
     Listed("pods", "pending pods in dispatch order, with their position and reason", "cli.pods"),
     Listed("explain", "one pod's story: who, which presets, why it waits, where it runs", "cli.explain"),
+    Listed("migrate-storage", "store every Queue, Team, Preset and Policy in the CRDs' storage "
+           "version (after an upgrade)", "cli.migrate"),
 )
 
 

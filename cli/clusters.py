@@ -151,7 +151,9 @@ def _forbidden(e: ApiError) -> str:
     return f"not allowed to read the cluster-wide view ({e.message})"
 
 
-def _run(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T]]) -> T:
+def run_as_user(args: argparse.Namespace, work: Callable[[Connection, str], Awaitable[T]]) -> T:
+    """``work`` on a connection opened with the user's kubeconfig and the namespace meant; the
+    API server's refusals and an unreachable cluster become one line (``CommandError``)."""
     async def session() -> T:
         user = await open_as_user(args.kubeconfig, args.context, user_agent=USER_AGENT)
         namespace = "" if getattr(args, "all_namespaces", False) else (
@@ -183,7 +185,7 @@ def read(args: argparse.Namespace) -> Reading:
                 raise
         return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why)
 
-    return _run(args, work)
+    return run_as_user(args, work)
 
 
 def read_queues(args: argparse.Namespace) -> Reading:
@@ -201,7 +203,7 @@ def read_queues(args: argparse.Namespace) -> Reading:
         queues = await list_all(connection, QUEUES)
         return Reading(Observation(queues=queues, now=time.time()), namespace, limited=True, stalled=why)
 
-    return _run(args, work)
+    return run_as_user(args, work)
 
 
 def read_pod(args: argparse.Namespace, name: str) -> Reading:
@@ -224,4 +226,4 @@ def read_pod(args: argparse.Namespace, name: str) -> Reading:
             return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e), stalled=why)
         return Reading(seen, namespace, pod, events, stalled=why)
 
-    return _run(args, work)
+    return run_as_user(args, work)

@@ -69,7 +69,10 @@ class LocalSluicegate:
     Each runs as ``python -m <module>`` with ``python`` (this interpreter by default), in
     ``workdir`` (the cluster's directory by default) and with ``environment`` (this process's
     by default); the image's smoke test gives them another virtual environment's interpreter,
-    a directory outside the checkout and an environment without ``PYTHONPATH``.
+    a directory outside the checkout and an environment without ``PYTHONPATH``. With ``tree``
+    (a checkout of another commit), they run that tree's code: it goes first on
+    ``PYTHONPATH``, ahead of the installed project. ``start(name, tree=...)`` starts one process
+    from another tree, as a rolling upgrade replaces one replica at a time.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class LocalSluicegate:
         python: str = sys.executable,
         workdir: Path | None = None,
         environment: Mapping[str, str] | None = None,
+        tree: Path | None = None,
     ) -> None:
         self.cluster = cluster
         self.services = tuple(services)
@@ -88,6 +92,9 @@ class LocalSluicegate:
         self.python = python
         self.workdir = workdir
         self.environment = environment
+        self.tree = tree
+        self.trees: dict[str, Path | None] = {}
+        """The tree each process was last started from (None: as this interpreter finds it)."""
         self.root = cluster.layout.root / "sluicegate"
         self.state = cluster.layout.root / "sluicegate.json"
         self.tls = WebhookFiles(self.root / "tls")
@@ -159,6 +166,20 @@ class LocalSluicegate:
             self.down()
             raise
         progress("sluicegate: ready; logs in " + str(self.cluster.layout.logs))
+
+    def upgrade(self, manifests: Path, progress: Progress = _quiet) -> None:
+        """Apply another release's local manifests over this install, as ``kubectl apply`` of a
+        new release does: the CRDs first (until Established), then the rest, the webhook
+        configurations pointed at the local webhook (the records APIService stays as ``up()``
+        registered it). The processes go on running; replace them one at a time with ``stop``
+        and ``start``."""
+        progress(f"sluicegate: applying {manifests}")
+        self.manifests = manifests
+        documents = self._render()
+        self._install([d for d in documents
+                       if not bundles.is_webhook_configuration(d) and not bundles.is_api_service(d)])
+        hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
+        self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(self._pointed(hooks)))
 
     def _expose_recorder(self, progress: Progress, apis: Sequence[dict[str, Any]]) -> None:
         """The recorder's Service, reached by the API server as in a cluster, and then its
@@ -261,9 +282,11 @@ class LocalSluicegate:
 
     # --- one process ----------------------------------------------------------------------
 
-    def start(self, name: str) -> None:
-        """Start one process (again, on the same ports) and wait until it is ready."""
+    def start(self, name: str, *, tree: Path | None = None) -> None:
+        """Start one process (again, on the same ports) and wait until it is ready; from ``tree``
+        when given (``checkout.ROOT``: this checkout), else from this object's ``tree``."""
         service = self.service(name)
+        source = tree or self.tree
         launch = Launch(
             server=self.cluster.server,
             ca_file=self.cluster.layout.pki.ca_cert,
@@ -276,7 +299,11 @@ class LocalSluicegate:
         )
         command = service.command(self.python, launch)
         self.cluster.layout.logs.mkdir(parents=True, exist_ok=True)
-        environment = os.environ if self.environment is None else self.environment
+        environment = dict(os.environ if self.environment is None else self.environment)
+        if source is not None:
+            earlier = environment.get("PYTHONPATH")
+            environment["PYTHONPATH"] = os.pathsep.join([str(source), earlier] if earlier else [str(source)])
+        self.trees[name] = source
         with self.log(name).open("ab") as log:
             self._procs[name] = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -296,6 +296,15 @@ class LocalCluster:
         self._etcd("compaction", {"revision": str(revision), "physical": True})
         return revision
 
+    def stored(self, prefix: str) -> dict[str, bytes]:
+        """What etcd itself holds under the keys that start with ``prefix``, by key: how an
+        object is stored, whatever version the API server would serve it as (custom resources
+        are kept as JSON at ``/registry/<group>/<plural>/<name>``)."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        answer = self._etcd("range", {"key": _b64(prefix), "range_end": _b64(end)})
+        return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"])
+                for kv in answer.get("kvs", [])}
+
     def _etcd(self, call: str, body: dict[str, Any]) -> dict[str, Any]:
         """One call of etcd's v3 key-value API through its JSON gateway."""
         return _post_json(f"http://127.0.0.1:{self.ports.etcd_client}/v3/kv/{call}", body)

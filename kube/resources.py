@@ -42,10 +42,10 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-QUEUES: Final = Resource(keys.GROUP, "v1alpha1", "queues", "Queue")
-TEAMS: Final = Resource(keys.GROUP, "v1alpha1", "teams", "Team")
-PRESETS: Final = Resource(keys.GROUP, "v1alpha1", "presets", "Preset")
-POLICIES: Final = Resource(keys.GROUP, "v1alpha1", "policies", "Policy")
+QUEUES: Final = Resource(keys.GROUP, keys.VERSION, "queues", "Queue")
+TEAMS: Final = Resource(keys.GROUP, keys.VERSION, "teams", "Team")
+PRESETS: Final = Resource(keys.GROUP, keys.VERSION, "presets", "Preset")
+POLICIES: Final = Resource(keys.GROUP, keys.VERSION, "policies", "Policy")
 NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace")
 PODS: Final = Resource("", "v1", "pods", "Pod", namespaced=True)
 JOBS: Final = Resource("batch", "v1", "jobs", "Job", namespaced=True)
@@ -59,3 +59,6 @@ RECORDS: Final = Resource("records.sluicegate.dev", "v1alpha1", "records", "Reco
 API server authenticates every reader and RBAC (``list records``) decides."""
 CORE_EVENTS: Final = Resource("", "v1", "events", "Event", namespaced=True)
 """Events as ``kubectl describe`` reads them (their ``involvedObject`` field selectors)."""
+CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+CATALOG: Final = (QUEUES, TEAMS, PRESETS, POLICIES)
+"""Sluicegate's own kinds, each a CustomResourceDefinition named ``<plural>.<group>``."""

@@ -9,7 +9,12 @@ from enum import StrEnum
 from typing import Final
 
 GROUP: Final = "sluicegate.dev"
-API_VERSION: Final = "sluicegate.dev/v1alpha1"
+VERSION: Final = "v1beta1"
+"""The version Sluicegate reads and writes, and the one the API server stores."""
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+SERVED_API_VERSIONS: Final = (API_VERSION, f"{GROUP}/v1alpha1")
+"""Every version the CRDs serve: the same schema under each, so a manifest of any of them is
+one object (v1alpha1 is the first release's, deprecated)."""
 PREFIX: Final = "sluicegate.dev/"
 
 GATE: Final = "sluicegate.dev/dispatch"

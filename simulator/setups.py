@@ -68,7 +68,7 @@ def parse_setup(documents: Iterable[tuple[str, object]], source: str = "") -> Se
                 except InvalidObject as e:
                     raise SetupError(f"{where}: {e}") from e
                 continue
-            if kind not in KINDS or obj.get("apiVersion", keys.API_VERSION) != keys.API_VERSION:
+            if kind not in KINDS or obj.get("apiVersion", keys.API_VERSION) not in keys.SERVED_API_VERSIONS:
                 continue
             try:
                 if kind == "Queue":

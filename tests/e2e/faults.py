@@ -156,9 +156,9 @@ class Row:
     """A scenario's figures, filled in as it runs and written when it ends (pass or fail)."""
 
     scenario: str
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, float] = field(default_factory=dict)
 
-    def add(self, name: str, value: int = 1) -> None:
+    def add(self, name: str, value: float = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + value
 
     def verdict(self, verdict: Verdict) -> None:
@@ -192,6 +192,9 @@ class Sent:
     status: int
     """201 when created, else the API server's status."""
     message: str = ""
+    sent: float = 0.0
+    answered: float = 0.0
+    """When the request went out and when its answer came (``time.monotonic()``)."""
 
 
 class Stream:
@@ -218,11 +221,12 @@ class Stream:
             while not self._stop.is_set():
                 manifest = self.make(index)
                 meta = manifest["metadata"]
+                sent = time.monotonic()
                 try:
                     await conn.create(f"/api/v1/namespaces/{meta['namespace']}/pods", manifest)
-                    self.sent.append(Sent(meta["name"], 201))
+                    self.sent.append(Sent(meta["name"], 201, sent=sent, answered=time.monotonic()))
                 except ApiError as e:
-                    self.sent.append(Sent(meta["name"], e.status, e.message))
+                    self.sent.append(Sent(meta["name"], e.status, e.message, sent, time.monotonic()))
                 index += 1
                 await asyncio.sleep(self.pause)
 

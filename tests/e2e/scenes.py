@@ -36,8 +36,10 @@ the test, not the machine's speed, decides when its slot frees."""
 
 
 class Scene:
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: LocalCluster, api_version: str = API) -> None:
         self.cluster = cluster
+        self.api_version = api_version
+        """The apiVersion the scene's Queues, Teams and Policy are created as."""
         # A letter first: an id of digits and one "e" would read as a number in YAML.
         self.id = f"s{uuid.uuid4().hex[:7]}"
         self._cluster_objects: list[tuple[str, str]] = []
@@ -59,7 +61,7 @@ class Scene:
     # --- the admin's objects --------------------------------------------------------------
 
     def _admin(self, kind: str, plural: str, name: str, spec: Mapping[str, Any]) -> str:
-        self.create({"apiVersion": API, "kind": kind,
+        self.create({"apiVersion": self.api_version, "kind": kind,
                      "metadata": {"name": name, "labels": {RUN_LABEL: self.id}}, "spec": dict(spec)})
         self._cluster_objects.append((plural, name))
         return name
@@ -69,6 +71,9 @@ class Scene:
 
     def team(self, base: str, **spec: Any) -> str:
         return self._admin("Team", "teams", self.name(base), spec)
+
+    def preset(self, base: str, **spec: Any) -> str:
+        return self._admin("Preset", "presets", self.name(base), spec)
 
     def policy(self, **spec: Any) -> None:
         """The cluster's Policy (a singleton): removed again by ``cleanup``."""

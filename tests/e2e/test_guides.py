@@ -1,11 +1,13 @@
 """Every command of docs/admin-guide.md and docs/user-guide.md, run as written, in order, through
 bash with errexit, against the real local control plane: the kustomize install and the Helm
-install each on an empty cluster of its own, the rest on the session's cluster with Sluicegate
-running (the user guide's as alice of team vision, through a kubeconfig that impersonates her,
-so the commands carry no --as)."""
+install each on an empty cluster of its own; the upgrade and the rollback on another, where the
+previous release was installed by its own guide; the rest on the session's cluster with
+Sluicegate running (the user guide's as alice of team vision, through a kubeconfig that
+impersonates her, so the commands carry no --as)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,15 +19,19 @@ import yaml
 
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from policy import keys
 from process import kubeyaml
 from tests.chart import RELEASE, RELEASE_NAMESPACE, Helm, objects
 from tests.doc_commands import GUIDES, ROOT, Block, run, scripts, shell_env
+from tests.e2e.releases import PLURALS, checked_out, read_all, stored_as, stored_versions
 from tests.manifest_files import kind_name
 
 ADMIN_GUIDE, USER_GUIDE = GUIDES
 # An upper bound for one block (waits inside it have their own timeouts), not a target.
 BLOCK_SECONDS = 400
 SAMPLES = ROOT / "manifests" / "samples"
+IMAGE = "ghcr.io/sluicegate/sluicegate"
+DEPLOYMENTS = ("sluicegate-webhook", "sluicegate-controller")
 
 
 def play(block: Block, cluster: LocalCluster, workdir: Path, kubeconfig: Path,
@@ -105,6 +111,10 @@ def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) 
         assert cluster.kubectl("get", "secret", "sluicegate-webhook-tls", "sluicegate-extender-tls",
                                "-n", "sluicegate-system", check=False).returncode == 0
         assert "kind: Certificate" in (workdir / "sluicegate-helm-cert-manager.yaml").read_text()
+        history = helm.run("history", RELEASE, "--namespace", RELEASE_NAMESPACE, "-o", "json",
+                           kubeconfig=cluster.kubeconfig).stdout
+        assert [r["description"] for r in json.loads(history)][-2:] == ["Upgrade complete", "Rollback to 1"]
+        assert not images(cluster) & {f"{IMAGE}:0.2.0"}, "the upgrade's image is rolled back"
 
         play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
         left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
@@ -137,3 +147,53 @@ def test_the_user_guides_commands_pass_as_a_team_member(samples: LocalCluster, w
     assert "alice" in whoami and "vision-devs" in whoami
     for block in scripts(USER_GUIDE, "cluster"):
         play(block, samples, workdir, alice)
+
+
+def images(cluster: LocalCluster) -> set[str]:
+    """The image of every Sluicegate Deployment's pods."""
+    image = "jsonpath={.spec.template.spec.containers[0].image}"
+    return {cluster.kubectl("get", "deployment", name, "-n", "sluicegate-system", "-o", image).stdout
+            for name in DEPLOYMENTS}
+
+
+def test_the_admin_guides_upgrade_and_rollback_pass_on_a_cluster_running_the_previous_release(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """The previous release installed by its own guide, with its samples (``v1alpha1``); then
+    this guide's upgrade from this checkout, with a new image tag as the guide asks: every object
+    reads back unchanged through both versions, is stored as ``v1beta1``, and ``v1beta1`` alone
+    is in ``storedVersions``; then the rollback puts the previous image back and keeps it so."""
+    cluster = LocalCluster(workdir / "cluster", nodes=2, gpus_per_node=8)
+    with checked_out(tmp_path / "previous") as previous:
+        cluster.up(progress=lambda line: None)
+        try:
+            before_env = {**shell_env(cluster), "PYTHONPATH": str(previous)}
+            for block in scripts(previous / "docs" / "admin-guide.md", "install"):
+                done = run(block, before_env, cwd=previous, timeout=BLOCK_SECONDS)
+                assert done.returncode == 0, f"the previous release's {block}: {done.stderr}"
+            cluster.kubectl("apply", "-k", str(previous / "manifests" / "samples"))
+            was = read_all(cluster, "v1alpha1")
+            assert {plural for plural, _ in was} == set(PLURALS)
+            (old_image,) = images(cluster)
+
+            shutil.copytree(previous / "tls", workdir / "tls")  # kept safe since the install
+            kustomization = workdir / "manifests" / "default" / "kustomization.yaml"
+            tag = f"newTag: {old_image.rsplit(':', 1)[1]}"
+            assert tag in kustomization.read_text()
+            kustomization.write_text(kustomization.read_text().replace(tag, "newTag: upgraded"))
+            for block in scripts(ADMIN_GUIDE, "upgrade"):
+                play(block, cluster, workdir, cluster.kubeconfig)
+            assert images(cluster) == {f"{IMAGE}:upgraded"}
+            assert read_all(cluster, "v1alpha1") == was
+            assert read_all(cluster, "v1beta1") == was
+            for plural in PLURALS:
+                assert stored_versions(cluster, plural) == ["v1beta1"]
+                assert set(stored_as(cluster, plural).values()) == {keys.API_VERSION}
+
+            for block in scripts(ADMIN_GUIDE, "rollback"):
+                play(block, cluster, workdir, cluster.kubeconfig)
+            assert images(cluster) == {old_image}
+            assert read_all(cluster, "v1alpha1") == was
+            assert stored_versions(cluster, "queues") == ["v1beta1"]
+        finally:
+            cluster.down()

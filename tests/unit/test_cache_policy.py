@@ -12,7 +12,7 @@ from policy import keys
 
 def policy(version: str, spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     meta = {"name": keys.POLICY_NAME, "uid": "p", "resourceVersion": version}
-    return {"apiVersion": "sluicegate.dev/v1alpha1", "kind": "Policy", "metadata": meta, "spec": spec}, meta
+    return {"apiVersion": "sluicegate.dev/v1beta1", "kind": "Policy", "metadata": meta, "spec": spec}, meta
 
 
 def put(cache: Cache, version: str, spec: dict[str, Any]) -> None:

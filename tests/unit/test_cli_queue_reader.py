@@ -32,7 +32,7 @@ class QueueReaderApi(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         type(self).asked.append(path)
         if path == QUEUES.path():
-            self._answer(200, {"kind": "QueueList", "apiVersion": "sluicegate.dev/v1alpha1",
+            self._answer(200, {"kind": "QueueList", "apiVersion": "sluicegate.dev/v1beta1",
                                "metadata": {}, "items": [TRAIN]})
             return
         self._answer(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",

@@ -269,12 +269,12 @@ async def test_queue_and_team_status_show_running_pending_and_gpus(world: World)
     world.controller.cycle()
     await world.controller.reporter.write(world.controller.reporter._figures)  # type: ignore[arg-type]
 
-    queue = world.api.statuses["/apis/sluicegate.dev/v1alpha1/queues/train/status"]
+    queue = world.api.statuses["/apis/sluicegate.dev/v1beta1/queues/train/status"]
     assert queue["running"] == 2 and queue["pending"] == 1
     assert queue["display"] == {"running": "2/2", "gpus": "2/-"}
     assert queue["usage"] == {keys.GPU_RESOURCE: "2"}
     assert queue["oldestPendingTime"].endswith("Z")
-    team = world.api.statuses["/apis/sluicegate.dev/v1alpha1/teams/vision/status"]
+    team = world.api.statuses["/apis/sluicegate.dev/v1beta1/teams/vision/status"]
     assert (team["running"], team["pending"], team["display"]["running"]) == (2, 1, "2/-")
     await world.settle()
 

@@ -108,7 +108,7 @@ def test_simulate_replays_a_recorded_group_that_ran_under_a_quota_it_fitted(
     setup = tmp_path / "current"
     setup.mkdir()
     (setup / "queue.yaml").write_text(
-        "apiVersion: sluicegate.dev/v1alpha1\nkind: Queue\nmetadata: {name: vision-train}\n"
+        "apiVersion: sluicegate.dev/v1beta1\nkind: Queue\nmetadata: {name: vision-train}\n"
         "spec: {quota: {nvidia.com/gpu: \"24\"}}\n")
     assert main(["simulate", "--trace", str(trace), "--policy", str(setup), "-o", "json"]) == 0
     out = json.loads(capsys.readouterr().out)

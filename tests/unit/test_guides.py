@@ -13,6 +13,7 @@ def test_every_shell_block_of_the_guides_says_where_it_runs() -> None:
     assert untagged == []
     assert all(scripts(guide, "cluster") for guide in GUIDES)
     assert scripts(GUIDES[0], "install") and scripts(GUIDES[0], "helm")
+    assert scripts(GUIDES[0], "upgrade") and scripts(GUIDES[0], "rollback")
 
 
 def test_a_block_inside_a_list_item_loses_its_indentation_and_keeps_its_line(tmp_path: Path) -> None:

@@ -67,7 +67,9 @@ def test_every_kustomization_names_files_that_exist_and_every_file_is_named(path
 @pytest.mark.parametrize(("plural", "kind"), [
     ("queues", "Queue"), ("teams", "Team"), ("presets", "Preset"), ("policies", "Policy"),
 ])
-def test_each_crd_is_a_cluster_scoped_v1alpha1_kind_of_the_sluicegate_group(plural: str, kind: str) -> None:
+def test_each_crd_is_a_cluster_scoped_kind_of_the_sluicegate_group_stored_as_v1beta1(
+    plural: str, kind: str
+) -> None:
     spec = crd(plural)["spec"]
     assert spec["group"] == keys.GROUP
     assert spec["scope"] == "Cluster"
@@ -75,21 +77,35 @@ def test_each_crd_is_a_cluster_scoped_v1alpha1_kind_of_the_sluicegate_group(plur
     assert spec["names"]["plural"] == plural
     assert spec["names"]["shortNames"]
     assert "sluicegate" in spec["names"]["categories"]
-    (version,) = spec["versions"]
-    assert f"{spec['group']}/{version['name']}" == keys.API_VERSION
-    assert version["served"] and version["storage"]
+    served = [f"{spec['group']}/{v['name']}" for v in spec["versions"] if v["served"]]
+    assert served == list(keys.SERVED_API_VERSIONS)
+    (stored,) = [v for v in spec["versions"] if v["storage"]]
+    assert f"{spec['group']}/{stored['name']}" == keys.API_VERSION
+
+
+@pytest.mark.parametrize("plural", ["queues", "teams", "presets", "policies"])
+def test_v1alpha1_is_served_deprecated_with_the_schema_columns_and_subresources_of_v1beta1(
+    plural: str
+) -> None:
+    beta, alpha = crd(plural)["spec"]["versions"]
+    assert (beta["name"], alpha["name"]) == ("v1beta1", "v1alpha1")
+    assert alpha["deprecated"] and "sluicegate.dev/v1beta1" in alpha["deprecationWarning"]
+    assert not beta.get("deprecated")
+    same = ("schema", "subresources", "additionalPrinterColumns")
+    assert {k: alpha.get(k) for k in same} == {k: beta.get(k) for k in same}, "no conversion: equal schemas"
+    assert "conversion" not in crd(plural)["spec"], "the API server converts by apiVersion alone"
 
 
 @pytest.mark.parametrize("plural", ["queues", "teams", "policies"])
 def test_the_kinds_the_controller_reports_on_have_a_status_subresource(plural: str) -> None:
-    (version,) = crd(plural)["spec"]["versions"]
+    version = crd(plural)["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     status = crd_schema(plural)["properties"]["status"]["properties"]
     assert {"pending", "running", "usage", "oldestPendingTime", "display"} <= set(status)
 
 
 def test_queue_columns_show_priority_running_pending_gpus_paused_and_age() -> None:
-    (version,) = crd("queues")["spec"]["versions"]
+    version = crd("queues")["spec"]["versions"][0]
     default = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert default == ["Priority", "Running", "Pending", "GPUs", "Paused", "Age"]
 

@@ -21,12 +21,16 @@ def test_the_table_has_a_row_per_scenario_and_totals_of_the_counts() -> None:
     text = table([Figures("kills", suite="make test", kills=10, submitted=100, finished=100, seconds=61),
                   Figures("abuse", suite="make test", abuse_tried=9, abuse_refused=9, submitted=5,
                           finished=5, seconds=20),
-                  Figures("soak", suite="make soak", kills=1, rss_start_mib=61.2, rss_end_mib=63.9)])
+                  Figures("soak", suite="make soak", kills=1, rss_start_mib=61.2, rss_end_mib=63.9),
+                  Figures("upgrade", suite="make test", restarts=4, submitted=80, finished=80,
+                          refused=6, refused_seconds=2.4)])
     lines = text.splitlines()
-    assert lines[2].startswith("| kills | make test | 10 | 0 | 0 | 100 | 100 | 0 | 0 | 0 |  |  | 61 |")
+    assert lines[2].startswith("| kills | make test | 10 | 0 | 0 | 100 | 100 | 0 | 0 | 0 |  |  |  | 61 |")
     assert "| 9 / 9 |" in lines[3]
     assert "| 61 → 64 |" in lines[4]
-    assert lines[-1].startswith("| **total** |  | 11 | 0 | 0 | 105 | 105 | 0 | 0 | 0 | 9 / 9 |  | 81 |")
+    assert "| 0 |  | 6 (2.4 s) |  |" in lines[5]
+    assert lines[-1].startswith(
+        "| **total** |  | 11 | 4 | 0 | 185 | 185 | 0 | 0 | 0 | 9 / 9 | 6 (2.4 s) |  | 81 |")
 
 
 def test_rendering_replaces_only_the_text_between_the_markers() -> None:

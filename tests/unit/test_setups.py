@@ -9,7 +9,7 @@ import pytest
 from simulator.setups import SetupError, load_setup
 
 QUEUES = """\
-apiVersion: sluicegate.dev/v1alpha1
+apiVersion: sluicegate.dev/v1beta1
 kind: Queue
 metadata: {name: vision-train}
 spec: {priority: 10, maxRunning: 8, quota: {nvidia.com/gpu: "16"}}
@@ -22,7 +22,7 @@ apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: not-ours}
 ---
-apiVersion: sluicegate.dev/v1alpha1
+apiVersion: sluicegate.dev/v1beta1
 kind: Preset
 metadata: {name: single-gpu}
 spec: {queue: vision-train}
@@ -32,11 +32,11 @@ LIST = """\
 apiVersion: v1
 kind: List
 items:
-- apiVersion: sluicegate.dev/v1alpha1
+- apiVersion: sluicegate.dev/v1beta1
   kind: Team
   metadata: {name: vision}
   spec: {maxRunning: 20, quota: {nvidia.com/gpu: "32"}}
-- apiVersion: sluicegate.dev/v1alpha1
+- apiVersion: sluicegate.dev/v1beta1
   kind: Policy
   metadata: {name: cluster}
   spec: {maxRunning: 100, quota: {nvidia.com/gpu: "64"}, starvationSeconds: 300}
@@ -55,6 +55,17 @@ def test_a_directory_of_yaml_files_and_lists_makes_one_setup(tmp_path: Path) -> 
     assert (setup.policy.max_running, setup.policy.starvation_seconds) == (100, 300)
     assert setup.source == str(tmp_path)
 
+
+
+def test_objects_written_as_v1alpha1_read_the_same_as_v1beta1(tmp_path: Path) -> None:
+    (tmp_path / "beta").mkdir()
+    (tmp_path / "beta" / "queues.yaml").write_text(QUEUES)
+    (tmp_path / "alpha").mkdir()
+    alpha_queues = QUEUES.replace("sluicegate.dev/v1beta1", "sluicegate.dev/v1alpha1")
+    (tmp_path / "alpha" / "queues.yaml").write_text(alpha_queues)
+    beta, alpha = load_setup(tmp_path / "beta"), load_setup(tmp_path / "alpha")
+    assert list(alpha.queues) == ["vision-debug", "vision-train"]
+    assert alpha.queues == beta.queues
 
 @pytest.mark.parametrize(
     ("files", "message"),

@@ -13,12 +13,12 @@ from tests.builders import T0
 from tests.traces import job
 
 QUEUE = """\
-apiVersion: sluicegate.dev/v1alpha1
+apiVersion: sluicegate.dev/v1beta1
 kind: Queue
 metadata: {{name: train}}
 spec: {{maxRunning: {limit}}}
 ---
-apiVersion: sluicegate.dev/v1alpha1
+apiVersion: sluicegate.dev/v1beta1
 kind: Policy
 metadata: {{name: cluster}}
 spec: {{quota: {{nvidia.com/gpu: "4"}}}}
