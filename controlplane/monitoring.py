@@ -146,6 +146,10 @@ class LocalPrometheus:
         """Every active alert (pending or firing), as ``/api/v1/alerts`` gives it."""
         return list(self._get("/api/v1/alerts")["alerts"])
 
+    def rule_groups(self) -> list[dict[str, Any]]:
+        """Every rule group with its rules' state and its last evaluation (``/api/v1/rules``)."""
+        return list(self._get("/api/v1/rules")["groups"])
+
     def _get(self, path: str) -> dict[str, Any]:
         try:
             with urllib.request.urlopen(self.url + path, timeout=10) as answer:
