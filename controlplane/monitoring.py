@@ -154,9 +154,13 @@ class LocalPrometheus:
         try:
             with urllib.request.urlopen(self.url + path, timeout=10) as answer:
                 body = json.loads(answer.read())
-        except urllib.error.HTTPError as e:
-            body = json.loads(e.read() or b"{}")
-            raise PrometheusError(f"{path}: {body.get('error', e.reason)}") from e
+        except urllib.error.HTTPError as e:  # a refused query answers JSON; a starting server, text
+            text = e.read().decode(errors="replace")
+            try:
+                said = json.loads(text).get("error", text)
+            except ValueError:
+                said = text.strip() or e.reason
+            raise PrometheusError(f"{path}: {e.code} {said}") from e
         except (OSError, ValueError) as e:
             raise PrometheusError(f"{path}: {e}") from e
         data: dict[str, Any] = body["data"]
