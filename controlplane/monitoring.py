@@ -25,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -137,6 +138,18 @@ class LocalPrometheus:
         raise PrometheusError(f"prometheus: {what} not seen after {READY_SECONDS:.0f}s; last lines of "
                               f"{self.log}:\n{log_tail(self.log)}")
 
+    def evaluated_after(self, moment: float) -> None:
+        """Wait until every rule group has been evaluated after ``moment`` (a Unix time), so the
+        alerts read next judge what the processes exported after it."""
+        def evaluated() -> bool:
+            try:
+                groups = self.rule_groups()
+            except PrometheusError:
+                return False
+            return bool(groups) and all(_unix(g["lastEvaluation"]) > moment for g in groups)
+
+        self._wait(f"every rule group evaluated after {moment:.0f}", evaluated)
+
     def query(self, expr: str) -> list[dict[str, Any]]:
         """The instant vector ``expr`` gives now (``/api/v1/query``); a query Prometheus refuses
         (it does not parse) raises ``PrometheusError`` with Prometheus's words."""
@@ -173,6 +186,12 @@ class LocalPrometheus:
             self._proc = None
         forget(self.sluicegate.cluster.layout.root, NAME)
         (self.root / "address").unlink(missing_ok=True)
+
+
+def _unix(stamp: str) -> float:
+    """An RFC 3339 time as Prometheus writes it (nanoseconds, ``Z``) in Unix seconds."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(whole + "+00:00").timestamp() + float(f"0.{fraction or 0}")
 
 
 def address(root: Path) -> str | None:
