@@ -1,4 +1,5 @@
-"""``python -m controlplane {build,build-kueue,build-helm,build-prometheus,up,down,status}``: the local control plane.
+"""``python -m controlplane {build,build-kueue,build-helm,build-prometheus,up,down,status}``: the
+local control plane.
 
 ``up --sluicegate`` (``make up``) also runs Sluicegate on it, and ``--monitoring``
 (``make up MONITORING=1``) a Prometheus scraping it with the alerts loaded; ``down`` stops all.
