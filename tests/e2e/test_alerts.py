@@ -4,7 +4,7 @@ One module, one cluster of its own and one Prometheus (``controlplane.monitoring
 cluster must be idle (nothing else's pods or objects), and the no-leader alert needs the only
 controller killed (the session cluster runs a standby). The rules are the PrometheusRule's,
 with every ``for:`` and every threshold in seconds divided by ``SHORTER``
-(``controlplane.rulefiles.shortened``): an hour's wait becomes 30 s, ``for: 10m`` 5 s.
+(``controlplane.rulefiles.shortened``): an hour's wait becomes 15 s, ``for: 10m`` 2.5 s.
 Every panel of the Grafana dashboard is queried on the same Prometheus while pods flow.
 """
 
@@ -30,7 +30,7 @@ from tests.e2e.conftest import eventually
 from tests.e2e.faults import kill
 from tests.e2e.scenes import HELD_SECONDS, Scene
 
-SHORTER = 120
+SHORTER = 240
 RULES = rulefiles.shortened(rulefiles.rule_file(rulefiles.read()), 1 / SHORTER)
 ALERTS = rulefiles.alerts(RULES)
 # Upper bound on waiting for an alert: its threshold and for:, plus the machine's slowness.
