@@ -34,6 +34,10 @@ kueue: $(STAMP) ## build Kueue v0.17.0, the benchmarks' peer, into its own cache
 helm: $(STAMP) ## build helm v3.22.0, which the chart's tests drive, into its own cache (only those tests need it)
 	$(BIN)/python -m controlplane build-helm
 
+.PHONY: prometheus
+prometheus: $(STAMP) ## build prometheus and promtool v0.316.0 into their own cache (the alert tests and MONITORING=1 need them)
+	$(BIN)/python -m controlplane build-prometheus
+
 .PHONY: lint
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
@@ -51,11 +55,11 @@ unit: $(STAMP) ## unit and property tests (no cluster)
 	$(BIN)/pytest tests/unit tests/property
 
 .PHONY: e2e
-e2e: binaries kueue helm ## end-to-end tests against the real local control plane (and Kueue beside it)
+e2e: binaries kueue helm prometheus ## end-to-end tests against the real local control plane (and Kueue and Prometheus beside it)
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries kueue helm ## every check: ruff, mypy, import-linter, unit, property and e2e tests (not the fidelity run)
+test: lint typecheck imports binaries kueue helm prometheus ## every check: ruff, mypy, import-linter, unit, property, promtool's alert and e2e tests (not the fidelity run)
 	$(BIN)/pytest tests -m "not fidelity"
 
 .PHONY: fidelity
@@ -134,8 +138,8 @@ cluster-down: $(STAMP) ## stop the local control plane in $(CLUSTER_DIR)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) down
 
 .PHONY: up
-up: binaries ## start an empty local control plane with Sluicegate running on it (KEEP_STATE=1: keep the last run's objects)
-	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up --sluicegate $(if $(KEEP_STATE),--keep-state)
+up: binaries $(if $(MONITORING),prometheus) ## start an empty local control plane with Sluicegate running on it (KEEP_STATE=1: keep the last run's objects; MONITORING=1: and Prometheus scraping it, alerts loaded)
+	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up --sluicegate $(if $(KEEP_STATE),--keep-state) $(if $(MONITORING),--monitoring)
 
 .PHONY: down
 down: $(STAMP) ## stop Sluicegate's processes and the local control plane (logs stay in $(CLUSTER_DIR)/logs)
@@ -146,8 +150,8 @@ status: $(STAMP) ## what runs in $(CLUSTER_DIR); a Sluicegate process that died 
 	@$(BIN)/python -m controlplane --root $(CLUSTER_DIR) status
 
 .PHONY: demo
-demo: binaries ## the story on a local control plane with Sluicegate: a live view, a summary per queue; the cluster stays up (DEMO_ARGS=--plain: plain lines)
-	@$(BIN)/python -m demo --root $(CLUSTER_DIR) $(DEMO_ARGS) || { s=$$?; [ $$s -eq 130 ] || exit $$s; }  # Ctrl-C: its one line says it all
+demo: binaries $(if $(MONITORING),prometheus) ## the story on a local control plane with Sluicegate: a live view, a summary per queue; the cluster stays up (DEMO_ARGS=--plain: plain lines; MONITORING=1: with Prometheus, ending with the alerts active)
+	@$(BIN)/python -m demo --root $(CLUSTER_DIR) $(if $(MONITORING),--monitoring) $(DEMO_ARGS) || { s=$$?; [ $$s -eq 130 ] || exit $$s; }  # Ctrl-C: its one line says it all
 
 .PHONY: kind-up
 kind-up: ## for machines with Docker: a kind cluster with 4 fake GPU nodes (kind, kubectl on PATH)

@@ -1,6 +1,8 @@
-"""``python -m controlplane {build,build-kueue,build-helm,up,down,status}``: the local control plane.
+"""``python -m controlplane {build,build-kueue,build-helm,build-prometheus,up,down,status}``: the
+local control plane.
 
-``up --sluicegate`` (``make up``) also runs Sluicegate on it; ``down`` stops both.
+``up --sluicegate`` (``make up``) also runs Sluicegate on it, and ``--monitoring``
+(``make up MONITORING=1``) a Prometheus scraping it with the alerts loaded; ``down`` stops all.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from controlplane import building, deploying, processes
+from controlplane import building, deploying, monitoring, processes
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster, StartError
+from controlplane.monitoring import LocalPrometheus, PrometheusError
 from controlplane.processes import Layout, log_tail, stop
 
 DEFAULT_ROOT = Path(os.environ.get("SLUICEGATE_CLUSTER_DIR", ".cluster"))
@@ -41,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="build the binaries into the cache, if missing")
     sub.add_parser("build-kueue", help="build Kueue (the benchmarks' peer) into its own cache, if missing")
     sub.add_parser("build-helm", help="build helm (the chart's tests use it) into its own cache, if missing")
+    sub.add_parser("build-prometheus",
+                   help="build prometheus and promtool (alert tests, MONITORING=1), if missing")
     up = sub.add_parser("up", help="start an empty cluster (stopping one already in --root)")
     up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
     up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
@@ -48,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the objects of the last run (etcd's data) instead of starting empty")
     up.add_argument("--sluicegate", action="store_true",
                     help="also install manifests/local and run Sluicegate's processes against it")
+    up.add_argument("--monitoring", action="store_true",
+                    help="with --sluicegate: also run Prometheus scraping Sluicegate, with its alerts loaded")
     sub.add_parser("down", help="stop Sluicegate's processes and the cluster in --root")
     sub.add_parser("status", help="say whether a cluster runs in --root")
     args = parser.parse_args(argv)
@@ -59,10 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         return _build(building.ensure_kueue, "kueue ready at")
     if args.command == "build-helm":
         return _build(building.ensure_helm, "helm ready at")
+    if args.command == "build-prometheus":
+        return _build(building.ensure_prometheus, "prometheus and promtool ready in")
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
+        if args.monitoring and not args.sluicegate:
+            parser.error("--monitoring scrapes Sluicegate: give --sluicegate too")
         down = deploying.make_command("down", args.root)
+        prometheus: LocalPrometheus | None = None
         try:
             cluster = LocalCluster(args.root, nodes=args.nodes, gpus_per_node=args.gpus,
                                    keep_state=args.keep_state)  # picks the ports: NoFreePort
@@ -74,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up()
             if sluicegate is not None:
                 sluicegate.up(progress=_stderr)
-        except (StartError, building.BuildError, RuntimeError) as e:
+                if args.monitoring:
+                    prometheus = LocalPrometheus(sluicegate)
+                    prometheus.up(progress=_stderr)
+        except (StartError, building.BuildError, PrometheusError, RuntimeError) as e:
             print(f"error: {e}", file=sys.stderr)
             deploying.stop_everything(args.root)
             return 1
@@ -84,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"start again with '{deploying.make_command('up', args.root)}'.", file=sys.stderr)
             return 130
         print(f"kubectl of the same release: {cluster.layout.bin / 'kubectl'}", file=sys.stderr)
+        if prometheus is not None:
+            print(f"prometheus: {prometheus.url} (alerts: {prometheus.url}/api/v1/alerts)", file=sys.stderr)
         if args.sluicegate:
             print(f"logs: {cluster.layout.logs}; stop everything with '{down}'", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
@@ -133,6 +150,8 @@ def _status(root: Path) -> int:
         else:
             dead.append(f"sluicegate {name}")
             print(f"  sluicegate {name}: NOT RUNNING ({where}); last lines of {log}:\n{log_tail(log)}")
+    if processes.status(root).get(monitoring.NAME) and (url := monitoring.address(root)) is not None:
+        print(f"  prometheus serves {url}: alerts at {url}/api/v1/alerts")
     if dead:
         print(f"not running: {', '.join(dead)}; stop the rest with '{deploying.make_command('down', root)}' "
               f"and start again with '{deploying.make_command('up', root)}'")

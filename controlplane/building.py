@@ -8,6 +8,11 @@ Kueue, the benchmarks' peer, and helm, which the chart's tests drive, are built 
 each from its own module (``go/kueue``, ``go/helm``) into its own cache directory
 (``ensure_kueue``, ``ensure_helm``): only the tests that use them need them, and their pins must
 not change the control plane's cache key.
+
+Prometheus and promtool (``go/prometheus``), which the alert rule tests and the monitoring e2e
+use, are built likewise into a cache of their own (``ensure_prometheus``), without the UI assets
+and with every optional service discovery left out (``remove_all_sd``): Sluicegate's scrape uses
+static targets only, and the cloud SDKs those discoveries import would double the build.
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ HELM_MODULE = "helm"
 # helm's own recipe number, in its cache key only: bump it when the way helm is built changes.
 HELM_RECIPE = 1
 HELM_PACKAGE = "helm.sh/helm/v3"
+PROMETHEUS_MODULE = "prometheus"
+PROMETHEUS_PACKAGE = "github.com/prometheus/prometheus"
+# Prometheus's recipe number, in its cache key only: bump it when the way it is built changes.
+PROMETHEUS_RECIPE = 1
+# Without ``builtinassets`` the web UI is left out (the HTTP API stays); ``remove_all_sd`` keeps
+# only the static, file and HTTP service discoveries. Both are part of the cache key.
+PROMETHEUS_TAGS = ("remove_all_sd",)
 
 Progress = Callable[[str], None]
 
@@ -60,6 +72,7 @@ class Target:
     module: str
     package: str
     ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +115,10 @@ def kueue_version() -> str:
     return _required_version(KUEUE_MODULE, KUEUE_PACKAGE)
 
 
+def prometheus_version() -> str:
+    return _required_version(PROMETHEUS_MODULE, PROMETHEUS_PACKAGE)
+
+
 def _modules_digest(modules: tuple[str, ...] = CONTROL_PLANE_MODULES, recipe: int = RECIPE) -> str:
     digest = hashlib.sha256(f"recipe {recipe}".encode())
     for path in sorted(GO_ROOT.rglob("*")):
@@ -137,6 +154,13 @@ def helm_version() -> str:
 def helm_bin_dir() -> Path:
     key = f"helm-{helm_version()}_{go_version()}_{_modules_digest((HELM_MODULE,), HELM_RECIPE)}"
     return cache_root() / "helm" / key / "bin"
+
+
+def prometheus_bin_dir() -> Path:
+    tags = "+".join(PROMETHEUS_TAGS) or "default"
+    digest = _modules_digest((PROMETHEUS_MODULE,), PROMETHEUS_RECIPE)
+    key = f"prometheus-{prometheus_version()}_{tags}_{go_version()}_{digest}"
+    return cache_root() / "prometheus" / key / "bin"
 
 
 def _version_ldflags(version: str) -> tuple[str, ...]:
@@ -226,6 +250,42 @@ def _ensure_one(target: Target, version: str, out: Path, progress: Progress | No
     return out / target.name
 
 
+def prometheus_targets() -> tuple[Target, ...]:
+    # The module v0.316.0 is Prometheus 3.16.0: both binaries report it in --version.
+    release = "3." + ".".join(str(int(part)) for part in _release_parts(prometheus_version()))
+    flags = (f"-X github.com/prometheus/common/version.Version={release}",
+             "-X github.com/prometheus/common/version.Revision=" + prometheus_version(),
+             "-X github.com/prometheus/common/version.Branch=HEAD",
+             "-X github.com/prometheus/common/version.BuildDate=19700101-00:00:00")
+    return tuple(
+        Target(name, PROMETHEUS_MODULE, f"{PROMETHEUS_PACKAGE}/cmd/{name}", flags, PROMETHEUS_TAGS)
+        for name in ("prometheus", "promtool")
+    )
+
+
+def _release_parts(module_version: str) -> tuple[str, str]:
+    """``v0.316.0`` → ("16", "0"): Prometheus tags its Go module v0.<3 and minor>.<patch>."""
+    match = re.fullmatch(r"v0\.3(\d{2})\.(\d+)", module_version)
+    if match is None:
+        raise BuildError(f"{PROMETHEUS_PACKAGE} {module_version} is not a Prometheus 3 module version")
+    return match.group(1), match.group(2)
+
+
+def ensure_prometheus(progress: Progress | None = None) -> Path:
+    """Return the directory holding prometheus and promtool, building the missing ones first."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    out = prometheus_bin_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out / ".lock", say):
+        todo = [t for t in prometheus_targets() if not (out / t.name).exists()]
+        for index, target in enumerate(todo, start=1):
+            say(f"building {target.name} {prometheus_version()} ({index}/{len(todo)}) into {out} ...")
+            started = time.monotonic()
+            _build(target, out, say)
+            say(f"built {target.name} in {time.monotonic() - started:.0f}s")
+    return out
+
+
 def kueue_source() -> Path:
     """Kueue's module source in the Go module cache (its CRDs, webhooks and RBAC), fetched if absent."""
     go_version()  # a missing toolchain is reported plainly
@@ -258,6 +318,8 @@ def _build(target: Target, out: Path, say: Progress) -> None:
     cmd = ["go", "build", "-trimpath", "-o", str(partial)]
     if target.ldflags:
         cmd.append("-ldflags=" + " ".join(target.ldflags))
+    if target.tags:
+        cmd.append("-tags=" + ",".join(target.tags))
     cmd.append(target.package)
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:

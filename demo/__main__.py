@@ -4,7 +4,9 @@ run Sluicegate on it as ``make up`` does, apply manifests/samples and play the s
 summary per queue and leave the cluster up to explore.
 
 The live view needs a terminal; with ``--plain``, ``SLUICEGATE_DEMO_PLAIN=1`` or when stdout is
-not a terminal (CI, a log file), the demo prints plain lines instead. Exit status: 0 when the
+not a terminal (CI, a log file), the demo prints plain lines instead. With ``--monitoring``
+(``make demo MONITORING=1``) a Prometheus scrapes Sluicegate with its alerts loaded as shipped,
+and the demo ends with the alerts active at that moment, one line each. Exit status: 0 when the
 story went as told (urgent work first, no limit exceeded, the refusal and the unplaceable pod
 shown), 2 when it did not, 1 when the cluster or the story could not run.
 """
@@ -25,13 +27,15 @@ def _interrupted_early(signum: int, frame: object) -> None:
 signal.signal(signal.SIGINT, _interrupted_early)
 
 import argparse
+import time
 from pathlib import Path
 
 from audit.background import BackgroundError
 from audit.recording import RecordingError
-from controlplane import building, deploying, processes
+from controlplane import building, deploying, monitoring, processes
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster, StartError
+from controlplane.monitoring import LocalPrometheus, PrometheusError
 from demo import story
 from demo.following import FollowError
 from demo.playing import DemoError, Outcome, Player, save, set_scene
@@ -59,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain", action="store_true",
                         help=f"plain lines instead of the live view (also {PLAIN_ENV}=1, "
                              "or when stdout is not a terminal)")
+    parser.add_argument("--monitoring", action="store_true",
+                        help="also run Prometheus scraping Sluicegate; end with the alerts active then")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     root: Path = args.root
@@ -67,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = LocalCluster(root, nodes=NODES, gpus_per_node=GPUS)
     sluicegate = LocalSluicegate(cluster)
+    prometheus = LocalPrometheus(sluicegate) if args.monitoring else None
     try:
         running = [name for name, up in processes.status(root).items() if up]
         if running:
@@ -77,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         cluster.extender = sluicegate.scheduler_extender()
         cluster.up(progress=_say)
         sluicegate.up(progress=_say)
-    except (StartError, building.BuildError, RuntimeError) as e:
+        if prometheus is not None:
+            prometheus.up(progress=_say)
+    except (StartError, building.BuildError, PrometheusError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         deploying.stop_everything(root)
         return 1
@@ -107,15 +116,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{kept}", file=sys.stderr)
         return 130
     try:
-        return _finish(outcome, root, cluster, down)
+        return _finish(outcome, root, cluster, down, prometheus)
     except KeyboardInterrupt:
         print(f"\n{kept}", file=sys.stderr)
         return 130
 
 
-def _finish(outcome: Outcome, root: Path, cluster: LocalCluster, down: str) -> int:
+def _finish(outcome: Outcome, root: Path, cluster: LocalCluster, down: str,
+            prometheus: LocalPrometheus | None) -> int:
     for line in summary_lines(outcome.summary, outcome.refused_by, outcome.no_node):
         _say(line)
+    if prometheus is not None:
+        _say(f"alerts active now in Prometheus ({prometheus.url}), with the rules as shipped:")
+        try:
+            prometheus.evaluated_after(time.time() + 1)  # judged on what the story left
+            active = monitoring.active_lines(prometheus.alerts())
+        except PrometheusError as e:
+            active = [f"could not read them: {e}"]
+        for line in active or ["none"]:
+            _say(f"  {line}")
     summary_file, record_file = save(outcome, root / "demo")
     _say(f"figures: {summary_file}; the auditor's record: {record_file}")
     _say("The cluster stays up. Explore it with kubectl of the same release, for example:")

@@ -40,3 +40,22 @@ def queries(board: dict[str, Any]) -> list[str]:
 
 def series(board: dict[str, Any]) -> set[str]:
     return {name for q in queries(board) for name in SERIES.findall(q)}
+
+
+# The values Grafana gives the dashboard's variables by default: every queue, the GPU resource,
+# and a rate window that holds several of a 1-second scrape's samples.
+DEFAULTS = {"$queue": ".*", "$resource": "nvidia.com/gpu", "$__rate_interval": "1m"}
+
+
+def panel_queries(board: dict[str, Any]) -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every target of every panel, with the variables as Grafana
+    fills them by default."""
+    out = []
+    for panel in panels(board):
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in DEFAULTS.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"{panel['title']}: a variable without a default here: {expr}"
+            out.append((panel["title"], expr))
+    return out

@@ -1,6 +1,8 @@
-"""``make demo``, non-interactively (stdout is a pipe, so plain lines), to the end, on a cluster
-directory of its own: the story goes as told, by what it prints, by what the cluster shows
-afterwards, and by the auditor's record checked here against the limits the cluster holds."""
+"""``make demo MONITORING=1``, non-interactively (stdout is a pipe, so plain lines), to the end,
+on a cluster directory of its own: the story goes as told, by what it prints, by what the
+cluster shows afterwards, and by the auditor's record checked here against the limits the
+cluster holds; it ends with the alerts a real Prometheus holds active then. Without
+``MONITORING`` the demo only leaves Prometheus out."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         return data
 
     try:
-        demo = subprocess.run(["make", "--no-print-directory", "demo", f"CLUSTER_DIR={root}"], cwd=ROOT,
+        make = ["make", "--no-print-directory", "demo", f"CLUSTER_DIR={root}", "MONITORING=1"]
+        demo = subprocess.run(make, cwd=ROOT,
                               capture_output=True, text=True, timeout=DEMO_SECONDS, stdin=subprocess.DEVNULL)
         out = demo.stdout
         assert demo.returncode == 0, f"{out}\n{demo.stderr}"
@@ -80,6 +83,15 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         assert not tune["spec"].get("schedulingGates") and not tune["spec"].get("nodeName")
         condition = next(c for c in tune["status"]["conditions"] if c["type"] == keys.CONDITION)
         assert condition["status"] == "True" and condition["message"].startswith(UNPLACEABLE)
+        # The alerts then, as shipped: the unplaceable pod's and the never-placeable pod's are
+        # pending (their for: is 15 minutes), nothing fires.
+        alerts = out[out.index("alerts active now in Prometheus"):out.index("The cluster stays up")]
+        for alert, stuck in (("SluicegateDispatchedButUnplaceable", tune),
+                             ("SluicegateWorkCanNeverRun", giant)):
+            queue = stuck["metadata"]["labels"][keys.QUEUE_LABEL]
+            assert re.search(rf"^  {alert} pending since [\d:]+ UTC queue={queue} severity=warning: ",
+                             alerts, re.MULTILINE), alerts
+        assert " firing " not in alerts, alerts
         nlp = next(t for t in kubectl("get", "teams")["items"] if t["metadata"]["name"] == "nlp")
         assert nlp["status"]["display"]["gpus"] == "8/16"  # the fine-tuning pod's alone
 

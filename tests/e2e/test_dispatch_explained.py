@@ -65,6 +65,9 @@ def test_every_series_the_shipped_alerts_read_is_exposed_by_a_real_scrape(
     namespace = scene.namespace(team)
     scene.pods(namespace, queue, 1, seconds=1)  # one admission and one cycle at least
     scene.wait_condition(namespace, "p00", lambda c: c["status"] == "True", "dispatched")
+    stopped = scene.queue("stopped", maxRunning=0)
+    scene.pods(namespace, stopped, 1, prefix="held")  # waiting, with a reason
+    scene.wait_reason(namespace, ["held00"], keys.Reason.QUEUE_LIMIT.value)
 
     (rule,) = yaml.safe_load_all(RULES.read_text())
     expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]

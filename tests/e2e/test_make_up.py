@@ -5,8 +5,11 @@ asked; a Sluicegate process that dies at start is named with the end of its log.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -72,10 +75,21 @@ def test_make_up_runs_sluicegate_on_an_empty_cluster_and_keeps_state_only_when_a
         assert not [p for p in running if alive(p)]
         assert (root / "logs" / "sluicegate-webhook.log").exists(), "logs stay after make down"
 
-        kept = controlplane(root, "up", "--sluicegate", "--keep-state", "--nodes", "1")
+        # MONITORING=1: Prometheus beside it, scraping every process; status shows it, down stops it.
+        kept = controlplane(root, "up", "--sluicegate", "--keep-state", "--monitoring", "--nodes", "1")
         assert kept.returncode == 0, kept.stderr
         assert kubectl(root, "get", "namespace", "from-the-last-run").returncode == 0
-        controlplane(root, "down")
+        status = controlplane(root, "status").stdout
+        assert "prometheus: running" in status, status
+        served = re.search(r"prometheus serves (http://127\.0\.0\.1:\d+)", status)
+        assert served is not None, status
+        query = urllib.parse.urlencode({"query": 'count(up{namespace="sluicegate-system"} == 1)'})
+        with urllib.request.urlopen(f"{served.group(1)}/api/v1/query?{query}", timeout=10) as answer:
+            (scraped,) = json.loads(answer.read())["data"]["result"]
+        assert scraped["value"][1] == "3"  # the webhook, the controller and the recorder
+        prometheus = json.loads((root / "cluster.json").read_text())["pids"]["prometheus"]
+        down = controlplane(root, "down")
+        assert "prometheus" in down.stdout and not alive(prometheus)
 
         fresh = controlplane(root, "up", "--nodes", "1")
         assert fresh.returncode == 0, fresh.stderr
