@@ -38,6 +38,10 @@ helm: $(STAMP) ## build helm v3.22.0, which the chart's tests drive, into its ow
 prometheus: $(STAMP) ## build prometheus and promtool v0.316.0 into their own cache (the alert tests and MONITORING=1 need them)
 	$(BIN)/python -m controlplane build-prometheus
 
+.PHONY: builds
+builds: $(STAMP) ## every binary the tests need (control plane, Kueue, helm, Prometheus), the missing ones built side by side
+	@$(MAKE) --no-print-directory -j4 binaries kueue helm prometheus
+
 .PHONY: lint
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
@@ -55,11 +59,11 @@ unit: $(STAMP) ## unit and property tests (no cluster)
 	$(BIN)/pytest tests/unit tests/property
 
 .PHONY: e2e
-e2e: binaries kueue helm prometheus ## end-to-end tests against the real local control plane (and Kueue and Prometheus beside it)
+e2e: builds ## end-to-end tests against the real local control plane (and Kueue and Prometheus beside it)
 	$(BIN)/pytest tests/e2e
 
 .PHONY: test
-test: lint typecheck imports binaries kueue helm prometheus ## every check: ruff, mypy, import-linter, unit, property, promtool's alert and e2e tests (not the fidelity run)
+test: lint typecheck imports builds ## every check: ruff, mypy, import-linter, unit, property, promtool's alert and e2e tests (not the fidelity run)
 	$(BIN)/pytest tests -m "not fidelity"
 
 .PHONY: fidelity
