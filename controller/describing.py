@@ -95,7 +95,7 @@ class Describer:
                     continue
                 answer = answer or waiting.answer(key)
                 wanted = conditions.waiting(*answer)
-                self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
+                self.explainer.want(found, wanted)  # its words go in the held annotation, no event
         self._first_pending = first_seen
         return dict(counts), due
 
