@@ -41,6 +41,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from kube.cache import Cache
 from kube.connecting import Connection
 from process import catalogs
+from process.certificates import ReloadingCertificate
 from process.probes import probe_app
 from process.serving import Servers
 from process.signals import stopped
@@ -82,6 +83,8 @@ def worker_argv(argv: Sequence[str], worker: int, connections: int) -> list[str]
 
 
 async def supervise(settings: Settings, argv: Sequence[str], count: int, user_agent: str) -> None:
+    # A pair that does not load fails here, at once, as a single process fails, not in N workers.
+    ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
     directory = Path(tempfile.mkdtemp(prefix="sluicegate-webhook-"))
     environment = {**os.environ, METRICS_DIRECTORY: str(directory)}
     share = max(1, settings.max_connections // count)
