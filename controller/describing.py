@@ -62,6 +62,8 @@ class Describer:
         self._first_pending: dict[str, float] = {}
         self._members: dict[str, tuple[str, ...]] = {}
         """Each pending workload's pods, for letting their clocks go when it leaves."""
+        self._owner: dict[str, str] = {}
+        """Each pod's workload, as last looked at (a pod that moved keeps its clock)."""
         self._settled: dict[str, _Settled] = {}
         self._unplaceable_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
@@ -72,6 +74,7 @@ class Describer:
         """Leadership lost: the next term starts every clock anew."""
         self._first_pending.clear()
         self._members.clear()
+        self._owner.clear()
         self._settled.clear()
         self._unplaceable_since.clear()
         self._event_at.clear()
@@ -97,7 +100,8 @@ class Describer:
         counts: Counter[tuple[str, str]] = Counter()
         after = self.settings.explain_after_seconds
         due = math.inf
-        first_pending, members, settled = self._first_pending, self._members, self._settled
+        first_pending, members, owner = self._first_pending, self._members, self._owner
+        settled = self._settled
         current: dict[str, _Settled | None] = {}
         forgotten = self.explainer.take_forgotten()
         for n, (key, reason, never) in enumerate(waiting.answers()):
@@ -114,12 +118,13 @@ class Describer:
                 continue
             uids = tuple(pod.uid for pod in w.pods)
             for gone in set(members.get(key, ())).difference(uids):
-                first_pending.pop(gone, None)
+                _forget(gone, key, owner, first_pending)
             members[key] = uids
             answer: tuple[keys.Reason, str] | None = None  # worked out once, when first needed
             done = True
             for pod in w.pods:
                 self.looked_at += 1
+                owner[pod.uid] = key
                 first = first_pending.setdefault(pod.uid, mono)
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
@@ -142,7 +147,7 @@ class Describer:
             current[key] = _Settled(reason, never, tuple(managed.get(u) for u in uids)) if done else None
         for left in members.keys() - current.keys():  # released, deleted, or regrouped
             for uid in members.pop(left):
-                first_pending.pop(uid, None)
+                _forget(uid, left, owner, first_pending)
         self._settled = {k: s for k, s in current.items() if s is not None}
         return dict(counts), due
 
@@ -201,3 +206,10 @@ def _same(w: Workload, was: _Settled, managed: Mapping[str, ManagedPod], forgott
         if found is not None and found.pod is not pod:  # the same pod, seen anew by the snapshot
             return False
     return True
+
+
+def _forget(uid: str, key: str, owner: dict[str, str], first_pending: dict[str, float]) -> None:
+    """Let a pod's clock go as it leaves workload ``key``, unless it is in another one now."""
+    if owner.get(uid, key) == key:
+        owner.pop(uid, None)
+        first_pending.pop(uid, None)

@@ -87,6 +87,13 @@ class World:
         self.pending[key] = Workload(key, "ns", "q", "t", tuple(pods), State.PENDING)
         self.waiting.reasons[key] = (reason, never)
 
+    def regroup(self, into: str, key: str) -> None:
+        """The pods of ``key`` join workload ``into`` (a pod group forms), keeping their clocks."""
+        joined = self.pending.pop(key)
+        del self.waiting.reasons[key]
+        target = self.pending[into]
+        self.pending[into] = replace(target, pods=(*target.pods, *joined.pods))
+
     def remove(self, key: str) -> None:
         for pod in self.pending.pop(key).pods:
             self.managed.pop(pod.uid, None)
@@ -128,6 +135,7 @@ step = st.one_of(
     st.tuples(st.just("paused"), st.sampled_from(["queue q is paused", "queue q does not exist"])),
     st.tuples(st.just("time"), st.sampled_from([0.0, 0.4, 1.0, 2.5])),
     st.tuples(st.just("remove"), st.integers(0, 50)),
+    st.tuples(st.just("regroup"), st.integers(0, 50), st.integers(0, 50)),
     st.tuples(st.just("send"), st.integers(1, 4)),
     st.tuples(st.just("fail"), st.integers(1, 2)),
     st.tuples(st.just("touch"), st.integers(0, 200), st.booleans()),
@@ -158,6 +166,10 @@ def test_the_incremental_walk_wishes_what_a_walk_of_every_pod_wishes(steps: list
             world.mono += args[0]
         elif action == "remove" and (key := pick(list(world.pending), args[0])) is not None:
             world.remove(key)
+        elif action == "regroup" and len(world.pending) > 1:
+            into, key = pick(list(world.pending), args[0]), pick(list(world.pending), args[1])
+            if into is not None and key is not None and into != key:
+                world.regroup(into, key)
         elif action in ("send", "fail"):
             for _ in range(args[0]):
                 taken = [side.explainer.next_write() for side in (incremental, full)]
@@ -199,3 +211,18 @@ def test_once_nothing_moves_the_incremental_walk_looks_at_no_pod() -> None:
     world.waiting.reasons["ns/w7"] = (keys.Reason.TEAM_QUOTA, False)
     side.cycle(world)
     assert side.describer.looked_at == before + 2
+
+
+def test_a_pod_that_joins_another_workload_keeps_the_time_it_was_first_seen_waiting() -> None:
+    world = World()
+    side = Side.make(True)
+    world.add(1, keys.Reason.QUEUE_LIMIT, False)  # w1, first seen at 0
+    side.cycle(world)
+    world.mono = 0.6
+    world.add(1, keys.Reason.QUEUE_LIMIT, False)  # w2, first seen at 0.6
+    side.cycle(world)
+    world.regroup("ns/w2", "ns/w1")
+    side.cycle(world)
+    world.mono = 1.2  # w1's pod has waited 1.2 s, w2's 0.6 s
+    wished = side.cycle(world)[2]
+    assert [uid for uid, _ in wished] == ["uid-ns-w1-0"]
