@@ -102,6 +102,10 @@ bench-quick: binaries kueue ## one small scenario through every system (a few mi
 bench-baseline: binaries kueue ## the baseline scenario (1,000 pods, at most 32 running) through every system
 	$(BIN)/python -m benchmarks.matrix --scenario baseline
 
+.PHONY: bench-large
+bench-large: binaries kueue ## 20,000 pods over 100 queues on 1,000 nodes: bare, Sluicegate, Kueue tuned (controller RSS and longest loop block; hours)
+	$(BIN)/python -m benchmarks.matrix --scenario p20000-q100-n1000 --systems bare,sluicegate,kueue-qps1000 $(BENCH_ARGS)
+
 .PHONY: bench-controller
 bench-controller: binaries ## the gate controller on a fresh control plane: reaction times, drain against the bare ungater, API requests per pod
 	$(BIN)/python -m benchmarks.controller

@@ -123,6 +123,35 @@ def process_usage(pid: int, proc: Path = Path("/proc")) -> ProcessUsage:
     return parse_usage(pid, stat, status, os.sysconf("SC_CLK_TCK"))
 
 
+def tree_usage(pid: int, proc: Path = Path("/proc")) -> ProcessUsage:
+    """``process_usage`` of ``pid`` with every living descendant's added (a webhook's workers):
+    their CPU time, and what their exited children had (``children_cpu_seconds`` summed into
+    ``cpu_seconds``, so a worker that exits mid-run is still counted); the sum of their memory
+    (an upper bound on the tree's peak)."""
+    root = process_usage(pid, proc)
+    parents: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+    family, queue = [root], list(parents.get(pid, ()))
+    while queue:
+        child = queue.pop()
+        try:
+            family.append(process_usage(child, proc))
+        except ProcessError:  # it exited meanwhile: its time went to its parent's children time
+            continue
+        queue.extend(parents.get(child, ()))
+    return ProcessUsage(
+        pid, sum(u.cpu_seconds + u.children_cpu_seconds for u in family), 0.0,
+        sum(u.rss_bytes for u in family), sum(u.peak_rss_bytes for u in family),
+    )
+
+
 def parse_usage(pid: int, stat: str, status: str, ticks_per_second: int) -> ProcessUsage:
     """From the text of /proc/<pid>/stat and /proc/<pid>/status (see proc(5))."""
     # The command name (field 2) may hold spaces and parentheses: fields start after the last ')'.

@@ -5,16 +5,19 @@
 Starts a local control plane (one node) and Sluicegate on it as ``make up`` does, with a team,
 a queue, a preset and an opted-in namespace whose default queue and preset apply to every pod.
 
-1. **Reviews**: one webhook process on loopback over TLS, sent the AdmissionReview of a managed
+1. **Reviews**: the webhook on loopback over TLS (its workers, one per CPU, with it: set
+   ``SLUICEGATE_WORKERS=1`` for one process), sent the AdmissionReview of a managed
    GPU pod (no queue: the namespace's default; a default preset merged) by an aiohttp client
    with N keep-alive connections for a fixed time. Reported: reviews per second, and latency
    p50/p99 as the client saw it (its own share of the two cores included) and as the server
    measured it (the ``ms`` of each decision's log line: parse to decision, without HTTP), and
-   the webhook process's CPU time per review (``/proc``), whose inverse is the rate one CPU of
-   this machine could sustain for it: a figure the client's share of the cores does not blur.
+   the webhook's CPU time per review (``/proc``, its workers' included), whose inverse is the
+   rate one CPU of this machine could sustain for it: a figure the client's share of the cores
+   does not blur.
 2. **Pod creates through the API server**: rounds that create the same GPU pods with C requests
-   in flight, alternating between the opted-in namespace (the API server calls the mutating and
-   the validating webhook) and a namespace without the team label (it calls neither). Pods in
+   in flight, alternating between the opted-in namespace (the API server calls the mutating
+   webhook; the validating one only for a pod whose seal broke) and a namespace without the team
+   label (it calls neither). Pods in
    both are held by a scheduling gate (Sluicegate's, or a hand-written one), so the scheduler
    and kwok do the same (nothing) in both. Reported: creates per second with and without, and
    the median of the per-round ratios without/with (the slowdown; goal <= 1.2).
@@ -37,6 +40,7 @@ from typing import Any
 
 import aiohttp
 
+from audit.scraping import tree_usage
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from kube.connecting import Connection
@@ -93,9 +97,8 @@ def review_body() -> bytes:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time a process has used (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User and system CPU time a process and its workers have used (``/proc``)."""
+    return tree_usage(pid).cpu_seconds
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -215,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 if out.returncode == 0 and json.loads(out.stdout)["spec"].get("schedulingGates"):
                     break
                 time.sleep(0.2)
-            print("\nAdmissionReviews on loopback (one webhook process, TLS, keep-alive)")
+            print("\nAdmissionReviews on loopback (the webhook and its workers, TLS, keep-alive)")
             print(" connections   reviews/s   client p50   client p99   server p50   server p99"
                   "   webhook CPU/review   reviews/s per CPU")
             for n in (int(x) for x in args.concurrency.split(",")):

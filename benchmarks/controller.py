@@ -39,7 +39,6 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +49,10 @@ from audit.connection import ApiError, Connection, Credentials
 from audit.identities import FLOWCONTROL, flow_schema, provision
 from audit.latencies import Latency, creation_to_release, drain, freed_to_release
 from audit.loading import Load, new_run, submit
-from audit.naming import SLUICEGATE
 from audit.recording import Recorder
 from audit.records import Record
 from audit.scraping import flow_totals, increase, process_usage, request_totals, scrape
+from benchmarks.bare import BARE
 from benchmarks.profiling import Profiles
 from controlplane.checkout import harness_environment
 from controlplane.deploying import LocalSluicegate
@@ -216,14 +215,16 @@ class Bench:
         """The same load released by the bare ungater (no policy, ``cap`` at most running), in a
         namespace Sluicegate does not manage: started before the pods are created (``first``),
         or once they all wait (a drain)."""
-        unmanaged = replace(SLUICEGATE, team_label="")
+        # The matrix's bare system's gate and labels: outside opted-in namespaces Sluicegate's
+        # admission refuses a sluicegate.dev/ gate or key on a pod.
         load = Load(pods=pods, queues=("unmanaged",), teams=("none",), gpus=gpus, seconds=seconds,
-                    gated=True, naming=unmanaged)
-        recorder = Recorder(self.admin, selector=load.selector, naming=unmanaged)
+                    gated=True, naming=BARE)
+        recorder = Recorder(self.admin, selector=load.selector, naming=BARE)
         task = asyncio.create_task(recorder.run())
         await recorder.until_synced()
         command = [sys.executable, "-m", "audit.ungating", "--kubeconfig", str(self.ungater_kubeconfig),
-                   "--selector", load.selector, *(("--cap", str(cap)) if cap else ())]
+                   "--selector", load.selector, *(f"--gate={g}" for g in BARE.gates),
+                   *(("--cap", str(cap)) if cap else ())]
         ungater: subprocess.Popen[str] | None = None
         try:
             if first:

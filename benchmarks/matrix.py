@@ -11,6 +11,11 @@ and ``benchmarks/RESULTS.md`` is rewritten from every saved run after each one, 
 interrupted matrix keeps what it measured and a later invocation adds to it. A run that breaks
 a limit, loses a pod or was not managed by its system is saved as FAILED, and the command exits
 with status 1 at the end.
+
+A run starts only on a quiet machine: the 1-minute load average at most 1.0 per core
+(``machine.await_quiet``), recorded in the run. Over it, the matrix waits up to
+``--quiet-wait`` seconds for the load to fall, then stops with status 3 (runs already saved
+stay); ``--allow-load`` starts the run anyway and its column in RESULTS.md is marked.
 """
 
 from __future__ import annotations
@@ -65,18 +70,25 @@ def failed_run(system: System, scenario: Scenario, error: BaseException, command
 
 def one(
     scenario: Scenario, key: str, root: Path, command: str, profile: Path | None = None, round: int = 1,
+    load: machine.Load | None = None,
 ) -> Run:
-    """``key``'s system on ``scenario``, on a fresh cluster in ``root`` that is stopped after."""
+    """``key``'s system on ``scenario``, on a fresh cluster in ``root`` that is stopped after;
+    ``load`` is the machine's load just before (``machine.await_quiet``)."""
     system = SYSTEMS[key]()
     cluster = LocalCluster(root, nodes=scenario.nodes, gpus_per_node=scenario.gpus_per_node)
+
+    def marked(r: Run) -> Run:
+        r = replace(r, round=round)
+        return r if load is None else replace(r, load_before=load.average, load_allowed=load.allowed)
+
     try:
         system.prepare(cluster)
         cluster.up(progress=lambda line: say(f"[{scenario.name} {key}] {line}"))
         measured = run(cluster, system, scenario, command=command, progress=say, profile=profile)
-        return replace(measured, round=round)
+        return marked(measured)
     except Exception as e:  # a broken run is recorded and the matrix goes on
         say(f"[{scenario.name} {key}] ERROR: {type(e).__name__}: {e}")
-        return replace(failed_run(system, scenario, e, command), round=round)
+        return marked(failed_run(system, scenario, e, command))
     finally:
         deploying.stop(root)  # Sluicegate's processes, should the system not have stopped them
         cluster.down()
@@ -123,6 +135,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample the systems' Python processes with py-spy during the load, into DIR "
                              "(the figures of a sampled run carry the sampling's cost)")
+    parser.add_argument("--allow-load", action="store_true",
+                        help=f"start runs even while the load average is over {machine.QUIET_PER_CORE:g} per "
+                             "core; their columns in the report are marked")
+    parser.add_argument("--quiet-wait", type=float, default=900.0, metavar="SECONDS",
+                        help="how long to wait for a loaded machine to fall quiet before a run, then stop "
+                             "(default: %(default)s)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.systems.split(",") if s not in SYSTEMS]
     if unknown:
@@ -155,7 +173,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for index, (scenario, round, key) in enumerate(cells, 1):
             say(f"=== run {index}/{len(cells)}: {scenario.name} ({reporting.describe(scenario)}) with {key}"
                 + (f", round {round}" if len(rounds) > 1 or round > 1 else ""))
-            outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile, round)
+            load = machine.await_quiet(machine.cores(), patience=args.quiet_wait, allow=args.allow_load,
+                                       say=say)
+            if not load.quiet and not load.allowed:
+                say(f"REFUSED: the load average is {load.average:.2f}, over {load.bound:.1f}, after "
+                    f"{args.quiet_wait:.0f}s: runs on a loaded machine cannot be compared; stop what "
+                    "loads it, or pass --allow-load to mark the runs instead")
+                return 3
+            if load.allowed:
+                say(f"load average {load.average:.2f} is over {load.bound:.1f}: running anyway "
+                    "(--allow-load), and the run is marked")
+            outcome = one(scenario, key, Path(tmp) / "cluster", command, args.profile, round, load)
             outcome = moved(outcome, started_at)
             results.save(args.results, outcome)
             reporting.write(args.output, results.load_all(args.results))

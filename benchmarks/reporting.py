@@ -89,7 +89,8 @@ ROWS: tuple[Row, ...] = (
                   f"{r.control_plane_cpu_seconds.get('etcd', 0.0):.0f}"),
     ("submitting the pods took (s)", lambda r, b: _s(r.submit_seconds)),
     ("admission webhook calls per pod, mean wait (API server's measure)", lambda r, b: _webhooks(r)),
-    ("load average at start → end", lambda r, b: f"{r.load_average[0]:.1f} → {r.load_average[1]:.1f}"),
+    ("load average before the run; at the load's start → end",
+     lambda r, b: f"{_before(r)}; {r.load_average[0]:.1f} → {r.load_average[1]:.1f}"),
     ("run started (UTC)", lambda r, b: r.started.replace("+00:00", "")),
     # Runs of one table may come from different invocations; "+changes": uncommitted edits.
     ("commit of this repository", lambda r, b: r.versions.get("sluicegate", DASH)),
@@ -131,9 +132,21 @@ def table(runs: Sequence[Run]) -> list[str]:
 
 def _result(rounds: Sequence[Run]) -> str:
     failed = sum(not r.ok for r in rounds)
+    loaded = sum(r.load_allowed for r in rounds)
+    mark = ""
+    if loaded:
+        mark = (" **LOADED** (started over the quiet bound, --allow-load)" if len(rounds) == 1
+                else f" **LOADED** in {loaded} of {len(rounds)} rounds (--allow-load)")
     if not failed:
-        return "ok" if len(rounds) == 1 else f"ok ({len(rounds)} rounds; median shown)"
-    return "**FAILED**" if len(rounds) == 1 else f"**FAILED** in {failed} of {len(rounds)} rounds"
+        return ("ok" if len(rounds) == 1 else f"ok ({len(rounds)} rounds; median shown)") + mark
+    return ("**FAILED**" if len(rounds) == 1 else f"**FAILED** in {failed} of {len(rounds)} rounds") + mark
+
+
+def _before(r: Run) -> str:
+    """The load average just before the run, marked when it was over the quiet bound."""
+    if r.load_before is None:
+        return "not recorded"
+    return f"{r.load_before:.1f}" + (" **over the bound**" if r.load_allowed else "")
 
 
 def describe(s: Scenario | Run) -> str:

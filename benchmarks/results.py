@@ -57,6 +57,11 @@ class Run:
     command: str
     load_average: tuple[float, float]
     """The machine's 1-minute load average at the start of the load and at the end."""
+    load_before: float | None = None
+    """The 1-minute load average just before the run's cluster started (None in runs saved before
+    it was recorded): at most one per core, unless ``load_allowed``."""
+    load_allowed: bool = False
+    """Started over that bound, with ``--allow-load``: the report marks its column."""
     failures: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     """What the system's own account says that the figures do not (never a failure)."""

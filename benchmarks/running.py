@@ -34,8 +34,8 @@ from audit.scraping import (
     ProcessUsage,
     flow_totals,
     increase,
-    process_usage,
     scrape,
+    tree_usage,
     webhook_calls,
 )
 from benchmarks import counting, machine
@@ -148,7 +148,7 @@ def _usage(pids: Mapping[str, int]) -> dict[str, ProcessUsage]:
     out = {}
     for name, pid in pids.items():
         try:
-            out[name] = process_usage(pid)
+            out[name] = tree_usage(pid)  # a webhook's workers with it
         except ProcessError:
             continue
     return out

@@ -41,6 +41,7 @@ from policy import keys
 
 CONTROLLER_MODULE = CONTROLLER.module  # the gate controllers, whose metrics count the releases
 RELEASES = "sluicegate_releases_total"
+LOOP_BLOCK = "sluicegate_event_loop_longest_block_seconds"
 READY_SECONDS = 60.0
 
 
@@ -118,9 +119,11 @@ class SluicegateSystem:
         return queue_limits(setup)
 
     def finish(self, setup: Setup) -> Account:
-        """The controllers' own count of releases from this run's queues (``releases_account``)."""
+        """The controllers' own count of releases from this run's queues (``releases_account``),
+        and the longest any of them held its event loop (a note beside the figures)."""
         assert self._local is not None
         released = 0.0
+        blocked = 0.0
         for service in self._local.services:
             if service.module != CONTROLLER_MODULE:
                 continue
@@ -128,7 +131,9 @@ class SluicegateSystem:
             with urllib.request.urlopen(url, timeout=10) as answer:
                 text = answer.read().decode()
             released += sum(s.value for s in samples(text, RELEASES) if s.labels.get("queue") in self._queues)
-        return releases_account(released, setup.scenario.pods)
+            blocked = max([blocked, *(s.value for s in samples(text, LOOP_BLOCK))])
+        account = releases_account(released, setup.scenario.pods)
+        return Account(account.problems, (*account.notes, loop_note(blocked)))
 
     def stop(self) -> None:
         cluster = self._cluster
@@ -167,3 +172,9 @@ def probe_pod(namespace: str, queue: str) -> dict[str, Any]:
         "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:1",
                                  "resources": {"requests": gpu, "limits": gpu}}]},
     }
+
+
+def loop_note(seconds: float) -> str:
+    """The controllers' longest event-loop block, as the run's notes give it."""
+    return (f"the controllers' longest event-loop block: {seconds * 1000:.0f} ms ({LOOP_BLOCK}: how late "
+            "a probe waking every 100 ms woke, the machine's own delays included)")

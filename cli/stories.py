@@ -209,7 +209,8 @@ def _holds(events: Sequence[Mapping[str, Any]]) -> list[Moment]:
 
 def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Moment]:
     """In the order of a pod's life, which is causal; ``in_time_order`` puts it on one clock.
-    Why it was held comes from the controller's events, and from its condition while held."""
+    Why it was held comes from events (a controller before ``sluicegate.dev/held`` evented each
+    hold), from its condition while held, and from the held annotation once released."""
     said = f"submitted by {f.submitter.user}" if f.submitter else "created"
     out = [Moment(f.created, f"{said} in namespace {f.namespace}")]
     if f.managed:
@@ -222,6 +223,10 @@ def _timeline(f: _Facts, events: Sequence[Mapping[str, Any]] = ()) -> list[Momen
         line = f"held: {f.dispatched.get('reason')}: {f.dispatched.get('message')}"
         if all(m.what != line for m in holds):
             out.append(Moment(_instant(f.dispatched.get("lastTransitionTime")), line))
+    elif f.notes.get(keys.HELD_ANNOTATION):  # released: why it was last held, from the annotation
+        line = f"held: {f.notes[keys.HELD_ANNOTATION]}"
+        if all(m.what != line for m in holds):
+            out.append(Moment(None, line))
     if not f.gated and f.managed:
         if f.released is not None:
             since = f.admitted or f.created

@@ -1,6 +1,10 @@
 """What the ``sluicegate.dev/Dispatched`` condition of a pod should say, when to rewrite it, and
-the event that goes with each write (``kubectl describe pod`` lists a pod's conditions without
-their messages, so the message reaches users through the event).
+the Warning events that go with the writes that need one. ``kubectl describe pod`` lists a
+pod's conditions without their messages: a ``False`` condition's reason and message go in the
+``sluicegate.dev/held`` annotation in the same request (``kube.writing.write_condition``), which
+``describe`` shows and which stays after the release; a release is shown by the condition, the
+``dispatched-at`` stamp and the queue label. Only what goes wrong is evented: a pod Kubernetes
+cannot place, a gate removed by hand.
 
 Two kinds of waiting must never be confused, so they read differently:
 
@@ -67,17 +71,7 @@ def as_written(found: Dispatched | None) -> Condition | None:
     return Condition("True" if found.status == "True" else "False", found.reason, found.message)
 
 
-# --- the events that go with them -----------------------------------------------------------
-
-
-def held(pod: Pod, condition: Condition) -> PodEvent:
-    """Normal, with the reason it waits (``QueueLimit``) and the message with numbers."""
-    return PodEvent(pod.namespace, pod.name, pod.uid, "Normal", condition.reason, "Hold", condition.message)
-
-
-def released(pod: Pod, queue: str, waited: float) -> PodEvent:
-    return PodEvent(pod.namespace, pod.name, pod.uid, "Normal", keys.DISPATCHED_REASON, "Dispatch",
-                    f"released by queue {queue} after waiting {waited:.1f}s")
+# --- the events that go with the writes that need one ----------------------------------------
 
 
 def waiting_for_placement(pod: Pod, condition: Condition) -> PodEvent:

@@ -415,8 +415,9 @@ class GateController:
         if outcome is Ungate.RELEASED:
             found = self.pods.get(release.uid)
             if found is not None and self.leading():
-                event = conditions.released(found.pod, release.queue, self._wall() - release.created)
-                self.explainer.want(found, conditions.dispatched(release.queue), event=event, urgent=True)
+                # No event: the condition, the dispatched-at stamp and the queue label say it, and
+                # a released pod costs two requests (record NEW-two-requests-per-released-pod).
+                self.explainer.want(found, conditions.dispatched(release.queue), urgent=True)
             return
         if outcome is Ungate.ALREADY:
             return  # released by someone else: the watch confirms it, and the cycle explains it

@@ -13,6 +13,15 @@ and asks the ``Explainer`` for a write only where the condition must change:
 The ``Describer`` keeps the per-pod clocks those delays and intervals run on; the Explainer
 compares each wish with what the pod carries, so a pod already saying the right thing is not
 written again. Split out of ``controller.controlling``, which decides and releases.
+
+Pending pods are looked at incrementally: a workload whose pods all say (or are being written
+to say) what they should is remembered as *settled*, with its reason and the ``ManagedPod``
+objects it had. The next cycle passes it over, without looking at its pods, while its reason is
+the same and each pod is the very object the watch delivered then (a changed pod is a new
+object) and no write for it was dropped (``Explainer.forgotten``). Only ``QueuePaused``, whose
+message changes without its reason, is looked at every time. So a cycle's cost in pods is that
+of what changed, not of every pending pod; ``incremental=False`` looks at every pod, and a
+property test holds the two equal.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from controller import conditions
 from controller.explaining import Explainer
@@ -32,18 +42,40 @@ from policy.model import Workload
 from policy.waiting import Waiting
 
 
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A pending workload whose pods all said what they should, as they were then."""
+
+    reason: keys.Reason
+    never: bool
+    pods: tuple[ManagedPod | None, ...]
+
+
 class Describer:
-    def __init__(self, settings: Settings, explainer: Explainer, releaser: Releaser) -> None:
+    def __init__(
+        self, settings: Settings, explainer: Explainer, releaser: Releaser, *, incremental: bool = True
+    ) -> None:
         self.settings = settings
         self.explainer = explainer
         self.releaser = releaser
+        self.incremental = incremental
         self._first_pending: dict[str, float] = {}
+        self._members: dict[str, tuple[str, ...]] = {}
+        """Each pending workload's pods, for letting their clocks go when it leaves."""
+        self._owner: dict[str, str] = {}
+        """Each pod's workload, as last looked at (a pod that moved keeps its clock)."""
+        self._settled: dict[str, _Settled] = {}
         self._unplaceable_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
+        self.looked_at = 0
+        """Pending pods looked at, in all (the incremental walk's work, for tests and benchmarks)."""
 
     def clear(self) -> None:
         """Leadership lost: the next term starts every clock anew."""
         self._first_pending.clear()
+        self._members.clear()
+        self._owner.clear()
+        self._settled.clear()
         self._unplaceable_since.clear()
         self._event_at.clear()
 
@@ -66,9 +98,12 @@ class Describer:
         """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
         and when the next pod becomes due for an explanation."""
         counts: Counter[tuple[str, str]] = Counter()
-        first_seen: dict[str, float] = {}
         after = self.settings.explain_after_seconds
         due = math.inf
+        first_pending, members, owner = self._first_pending, self._members, self._owner
+        settled = self._settled
+        current: dict[str, _Settled | None] = {}
+        forgotten = self.explainer.take_forgotten()
         for n, (key, reason, never) in enumerate(waiting.answers()):
             if n % FEW == 0:
                 yield None
@@ -76,9 +111,21 @@ class Describer:
             if w is None:
                 continue
             counts[(w.queue, reason.value)] += 1
+            was = settled.get(key)
+            if (self.incremental and was is not None and was.reason is reason and was.never == never
+                    and reason is not keys.Reason.QUEUE_PAUSED and _same(w, was, managed, forgotten)):
+                current[key] = was
+                continue
+            uids = tuple(pod.uid for pod in w.pods)
+            for gone in set(members.get(key, ())).difference(uids):
+                _forget(gone, key, owner, first_pending)
+            members[key] = uids
             answer: tuple[keys.Reason, str] | None = None  # worked out once, when first needed
+            done = True
             for pod in w.pods:
-                first = first_seen[pod.uid] = self._first_pending.get(pod.uid, mono)
+                self.looked_at += 1
+                owner[pod.uid] = key
+                first = first_pending.setdefault(pod.uid, mono)
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
@@ -92,11 +139,16 @@ class Describer:
                         continue
                 if mono < first + after:
                     due = min(due, first + after)
+                    done = False
                     continue
                 answer = answer or waiting.answer(key)
                 wanted = conditions.waiting(*answer)
-                self.explainer.want(found, wanted, event=conditions.held(found.pod, wanted))
-        self._first_pending = first_seen
+                self.explainer.want(found, wanted)  # its words go in the held annotation, no event
+            current[key] = _Settled(reason, never, tuple(managed.get(u) for u in uids)) if done else None
+        for left in members.keys() - current.keys():  # released, deleted, or regrouped
+            for uid in members.pop(left):
+                _forget(uid, left, owner, first_pending)
+        self._settled = {k: s for k, s in current.items() if s is not None}
         return dict(counts), due
 
     def released(
@@ -140,3 +192,24 @@ class Describer:
         self._unplaceable_since = since_seen
         self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
         return unplaceable, due
+
+
+def _same(w: Workload, was: _Settled, managed: Mapping[str, ManagedPod], forgotten: frozenset[str]) -> bool:
+    """The workload's pods are the very objects they were when it settled, and no write meant
+    for one of them was dropped since."""
+    if len(w.pods) != len(was.pods):
+        return False
+    for pod, then in zip(w.pods, was.pods, strict=True):
+        found = managed.get(pod.uid)
+        if found is not then or pod.uid in forgotten:
+            return False
+        if found is not None and found.pod is not pod:  # the same pod, seen anew by the snapshot
+            return False
+    return True
+
+
+def _forget(uid: str, key: str, owner: dict[str, str], first_pending: dict[str, float]) -> None:
+    """Let a pod's clock go as it leaves workload ``key``, unless it is in another one now."""
+    if owner.get(uid, key) == key:
+        owner.pop(uid, None)
+        first_pending.pop(uid, None)

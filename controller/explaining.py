@@ -76,6 +76,7 @@ class Explainer:
         self._urgent: OrderedDict[str, Write] = OrderedDict()
         self._later: OrderedDict[str, Write] = OrderedDict()
         self._written: dict[str, Condition] = {}
+        self._forgotten: set[str] = set()
         self._ready = asyncio.Event()
         self._releases_idle = releases_idle
         self._workers = [asyncio.create_task(self._work(), name=f"explainer {i}") for i in range(concurrency)]
@@ -156,11 +157,30 @@ class Explainer:
                                        and as_written(managed.condition) == condition):
                     del written[uid]
 
+    def next_write(self) -> tuple[str, Write] | None:
+        """The next write to send, taken off the queue: urgent ones first, each in order."""
+        return self._next()
+
+    def failed(self, uid: str, condition: Condition | None) -> None:
+        """A write for ``uid`` was not made: forget that it was written (unless a newer wish,
+        other than ``condition``, took its place), so the next cycle wants it again."""
+        if condition is None or self._written.get(uid) == condition:
+            self._written.pop(uid, None)
+            self._forgotten.add(uid)
+
+    def take_forgotten(self) -> frozenset[str]:
+        """The pods whose write was dropped (it failed) since the last call: what they should say
+        must be worked out again, though nothing else about them changed."""
+        out = frozenset(self._forgotten)
+        self._forgotten.clear()
+        return out
+
     def clear(self) -> None:
         """Leadership lost: drop every queued write and what was assumed written."""
         self._urgent.clear()
         self._later.clear()
         self._written.clear()
+        self._forgotten.clear()
 
     # --- the workers ----------------------------------------------------------------------
 
@@ -172,7 +192,7 @@ class Explainer:
 
     async def _work(self) -> None:
         while True:
-            item = self._next()
+            item = self.next_write()
             if item is None:
                 self._ready.clear()
                 await self._ready.wait()
@@ -180,17 +200,16 @@ class Explainer:
             uid, write = item
             await self._yield_to_releases(write.queued)
             if not self._leading():
-                self._written.pop(uid, None)
+                self.failed(uid, None)
                 continue
             try:
                 await self._send(write)
             except KubeError as e:
                 log.warning("could not write the condition of %s/%s: %s", write.namespace, write.name, e)
-                if self._written.get(uid) == write.condition:
-                    del self._written[uid]  # a later cycle wants it again, and writes it again
+                self.failed(uid, write.condition)  # a later cycle wants it again, and writes it again
             except Exception:
                 log.exception("writing the condition of %s/%s failed", write.namespace, write.name)
-                self._written.pop(uid, None)
+                self.failed(uid, None)
 
     async def _yield_to_releases(self, queued: float) -> None:
         """Let gate removals in flight go first (a drain of a thousand pods is not slowed by

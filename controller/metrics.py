@@ -48,6 +48,11 @@ class ControllerMetrics:
             self.families.append(family)
             return family
 
+        self.loop_longest_block = Gauge(
+            "sluicegate_event_loop_longest_block_seconds",
+            "The longest the event loop was held since the process started: how late a probe that "
+            "wakes every 100 ms woke (process.loops; a busy machine not running the process counts too)",
+            registry=r)
         self.queue_pending = gauge("sluicegate_queue_pending_workloads",
                                    "Workloads held by the gate, by queue", ["queue"])
         self.queue_running = gauge("sluicegate_queue_running_workloads",

@@ -44,6 +44,7 @@ from policy.catalog import Catalog
 from policy.model import Nodes
 from process import catalogs
 from process.certificates import ReloadingCertificate
+from process.loops import LoopProbe
 from process.serving import Servers, run
 from process.signals import stopped
 
@@ -112,6 +113,8 @@ async def serve(settings: Settings) -> None:
     shapes = NodeShapes(watch_nodes(cache))
     metrics = ControllerMetrics()
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
+    probe = LoopProbe()
+    metrics.loop_longest_block.set_function(lambda: probe.longest)
     elector = Elector(connection, settings.lease)
     controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
                                  policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
@@ -134,6 +137,7 @@ async def serve(settings: Settings) -> None:
         dispatching,
         asyncio.create_task(_after_sync(cache, elector.run), name="leader election"),
         asyncio.create_task(controller.reporter.run(), name="status"),
+        asyncio.create_task(probe.run(), name="loop probe"),
     ]
     tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
     try:

@@ -165,6 +165,12 @@ class Condition:
     reason: str
     message: str
 
+    @property
+    def held(self) -> str | None:
+        """The ``sluicegate.dev/held`` annotation written with a ``False`` condition: its reason
+        and message, so ``kubectl describe pod`` shows them."""
+        return f"{self.reason}: {self.message}"[:MESSAGE_CHARACTERS] if self.status == "False" else None
+
     def to_json(self, transition_at: float | None) -> JSON:
         """The condition for a strategic merge patch; ``transition_at`` when the status changes
         (or the pod has no such condition yet), else the pod keeps its lastTransitionTime."""
@@ -182,8 +188,11 @@ class Condition:
 async def write_condition(
     connection: Connection, namespace: str, name: str, condition: Condition, transition_at: float | None
 ) -> bool:
-    """Set the condition on the pod's status; False when the pod is gone."""
-    body = {"status": {"conditions": [condition.to_json(transition_at)]}}
+    """Set the condition on the pod's status, and for a ``False`` one the ``held`` annotation in
+    the same request (pods/status writes metadata too); False when the pod is gone."""
+    body: JSON = {"status": {"conditions": [condition.to_json(transition_at)]}}
+    if condition.held is not None:
+        body["metadata"] = {"annotations": {keys.HELD_ANNOTATION: condition.held}}
     try:
         await connection.request("PATCH", PODS.path(name, namespace=namespace, subresource="status"),
                                  body=body, content_type=STRATEGIC_MERGE_PATCH)

@@ -167,7 +167,9 @@ def _create_pod(
     notes = fields.string_map(fields.obj(pod.get("metadata")).get("annotations"))
     existing = notes.get(keys.ADMITTED_AT_ANNOTATION)
     stamp = existing if existing is not None and marks.fresh(existing, now) else marks.admitted_at(now)
-    judgement = judge(namespace, catalog, pod, submitter, stamp=stamp)
+    sealed = notes.get(keys.SEAL_ANNOTATION)
+    judgement = judge(namespace, catalog, _unsealed(pod) if sealed is not None else pod, submitter,
+                      stamp=stamp)
     if isinstance(judgement, Deny):
         return judgement
     out = _merged(pod, judgement.presets)
@@ -190,7 +192,31 @@ def _create_pod(
         gates = spec["schedulingGates"] = []
     if not any(isinstance(g, Mapping) and g.get("name") == keys.GATE for g in gates):
         gates.append({"name": keys.GATE})
+    meta = dict_at(out, "metadata")
+    seal = marks.seal(fields.string_map(meta.get("labels")), fields.string_map(meta.get("annotations")),
+                      (str(fields.obj(g).get("name") or "") for g in gates))
+    if sealed is not None and sealed != seal:
+        return _changed_after_admission()
+    dict_at(out, "metadata", "annotations")[keys.SEAL_ANNOTATION] = seal
     return Admit(diff(pod, out), (*judgement.warnings, *_container_warnings(out, judgement.presets)))
+
+
+def _unsealed(pod: Obj) -> Obj:
+    """The pod without its seal, for the checks of the keys it carries: the seal is checked
+    against what admission writes, once that is known."""
+    meta = fields.obj(pod.get("metadata"))
+    notes = {k: v for k, v in fields.obj(meta.get("annotations")).items() if k != keys.SEAL_ANNOTATION}
+    return {**pod, "metadata": {**meta, "annotations": notes}}
+
+
+def _changed_after_admission() -> Deny:
+    """A seal that is not what admission would write: the pod was sealed by an earlier call of
+    admission in this request and a later webhook changed what it sealed, or someone wrote it."""
+    return Deny(
+        f"annotation {keys.SEAL_ANNOTATION} does not match the pod's {keys.PREFIX} labels, annotations "
+        f"and scheduling gates: they were changed after Sluicegate admitted it (by a mutating webhook "
+        f"that ran later?), or the annotation was written by hand (only Sluicegate writes it)"
+    )
 
 
 def _merged(pod: Obj, presets: tuple[Preset, ...]) -> dict[str, Any] | Deny:

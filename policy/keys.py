@@ -49,6 +49,16 @@ ADMITTED_AT_ANNOTATION: Final = "sluicegate.dev/admitted-at"
 """When admission admitted the pod: RFC 3339 in UTC with microseconds
 (``2026-11-30T10:04:30.123456Z``). FIFO order inside a queue uses it, because
 ``creationTimestamp`` has one-second resolution."""
+HELD_ANNOTATION: Final = "sluicegate.dev/held"
+"""Why the pod was last held: the reason and message of its last ``Dispatched=False`` condition
+(``QueueLimit: queue vision-train: 8/8 running``), written by the controller in the same request
+as the condition, and kept after the release. ``kubectl describe pod`` lists annotations, but a
+condition without its message."""
+SEAL_ANNOTATION: Final = "sluicegate.dev/seal"
+"""What admission wrote, sealed: every other ``sluicegate.dev/`` label and annotation and
+Sluicegate's scheduling gates, as ``policy.marks.seal`` writes them. The API server compares it
+with the stored pod (the validating webhook's ``sealed-as-admitted`` condition) and calls the
+final check only when they differ."""
 
 DEFAULT_MANAGED_RESOURCES: Final = ("nvidia.com/gpu",)
 GPU_RESOURCE: Final = "nvidia.com/gpu"

@@ -17,10 +17,21 @@ older than ``REINVOCATION_WINDOW`` (and no more than ``CLOCK_SKEW`` ahead, for w
 whose clocks differ) is taken as admission's own and kept; any other is refused as written by
 hand. A stamp written by hand within that window is indistinguishable from admission's own;
 it can move a pod ahead of work admitted at most that long before it.
+
+Admission also seals what it wrote (``seal``, in ``sluicegate.dev/seal``): every other
+``sluicegate.dev/`` label and annotation with its value, and Sluicegate's scheduling gates. The
+API server recomputes the same string from the pod it is about to store, in CEL (the validating
+pod webhook's condition ``sealed-as-admitted`` in ``manifests/admission/webhooks.yaml``), and
+calls the final check only when the two differ: a pod no later webhook touched costs one
+admission call. The format is that expression's, character for character: for each key, sorted,
+``l<key>=<length>:<value>`` (labels) then ``a<key>=<length>:<value>`` (annotations), then
+``g<name>;`` for each ``sluicegate.dev/`` gate in the pod's order. Lengths count code points
+(CEL's ``size``), so no value can pass for another entry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -84,3 +95,13 @@ def counts_for_dispatch(pod: Pod) -> bool:
         and pod.queue
         and parse_admitted_at(pod.annotations.get(keys.ADMITTED_AT_ANNOTATION)) is not None
     )
+
+
+def seal(labels: Mapping[str, str], annotations: Mapping[str, str], gates: Iterable[str]) -> str:
+    """The seal of a pod with these labels, annotations and scheduling gate names (the seal's own
+    annotation, if present, is left out)."""
+    out = [f"l{k}={len(labels[k])}:{labels[k]}" for k in sorted(labels) if k.startswith(keys.PREFIX)]
+    out += [f"a{k}={len(annotations[k])}:{annotations[k]}" for k in sorted(annotations)
+            if k.startswith(keys.PREFIX) and k != keys.SEAL_ANNOTATION]
+    out += [f"g{name};" for name in gates if name.startswith(keys.PREFIX)]
+    return "".join(out)

@@ -36,6 +36,7 @@ class _Site:
     port: int
     certificate: ReloadingCertificate | None
     connections: int | None
+    reuse_port: bool = False
 
 
 class Servers:
@@ -49,10 +50,11 @@ class Servers:
         self._sites.append(_Site(self._runner(app), host, port, None, None))
 
     def tls(self, app: web.Application, host: str, port: int, certificate: ReloadingCertificate, *,
-            connections: int | None = None) -> None:
+            connections: int | None = None, reuse_port: bool = False) -> None:
         """``connections``: at most that many open at once; the ones over it are closed before
-        any TLS work."""
-        self._sites.append(_Site(self._runner(app), host, port, certificate, connections))
+        any TLS work. ``reuse_port``: several processes listen on the port (``SO_REUSEPORT``),
+        and the kernel spreads new connections among them."""
+        self._sites.append(_Site(self._runner(app), host, port, certificate, connections, reuse_port))
 
     def _runner(self, app: web.Application) -> web.AppRunner:
         return web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_seconds)
@@ -78,9 +80,11 @@ class Servers:
             assert handler is not None, "AppRunner.setup() makes the server"
             limit = ConnectionLimit(handler, certificate.context, site.connections)
             loop = asyncio.get_running_loop()
-            self._listeners.append(await loop.create_server(limit, site.host, site.port))
+            self._listeners.append(await loop.create_server(limit, site.host, site.port,
+                                                            reuse_port=site.reuse_port or None))
         else:
-            await web.TCPSite(site.runner, site.host, site.port, ssl_context=certificate.context).start()
+            await web.TCPSite(site.runner, site.host, site.port, ssl_context=certificate.context,
+                              reuse_port=site.reuse_port or None).start()
         self._reloading.append(asyncio.create_task(certificate.watch(reload_seconds),
                                                    name=f"certificate {certificate.cert}"))
 

@@ -152,6 +152,13 @@ class MakePod(_Builder):
         """The admission stamp, as admission at ``NOW`` writes it unless ``value`` is given."""
         return self.annotation(keys.ADMITTED_AT_ANNOTATION, value)
 
+    def sealed(self) -> Self:
+        """Admission's seal of the pod's Sluicegate keys and gates as they are now
+        (``policy.marks.seal``): call it last, as admission writes it last."""
+        notes = self._meta.get("annotations") or {}
+        gates = [g["name"] for g in self._spec.get("schedulingGates") or ()]
+        return self.annotation(keys.SEAL_ANNOTATION, marks.seal(self._meta.get("labels") or {}, notes, gates))
+
     def submitter(self, user: str, *groups: str) -> Self:
         return self.annotation(keys.SUBMITTER_ANNOTATION, Submitter(user, frozenset(groups)).to_annotation())
 

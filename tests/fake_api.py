@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,8 @@ class FakeApi:
     """How many of the next gate patches to apply and then answer as a lost connection."""
     patches: int = 0
     version: int = 100
+    writes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Requests that write, by what they wrote (``gate``, ``status``, ``event``) and pod name."""
 
     def add(self, obj: Obj) -> None:
         obj = copy.deepcopy(obj)
@@ -72,6 +75,7 @@ class FakeApi:
                       content_type: str = "application/json", timeout: float = 0) -> Obj:
         found = _POD.match(path)
         if path.startswith("/apis/events.k8s.io/"):
+            self.writes["event", body["regarding"]["name"]] += 1
             self.events.append(body)
             return dict(body)
         if "/status" in path and not found:  # a Queue's, Team's or the Policy's: replaced whole
@@ -85,6 +89,7 @@ class FakeApi:
         obj = self.pods[key]
         if method == "GET":
             return copy.deepcopy(obj)
+        self.writes["status" if found.group(3) else "gate", key[1]] += 1
         if found.group(3):  # pods/status: merge the conditions by type
             conditions = obj.setdefault("status", {}).setdefault("conditions", [])
             for new in body["status"]["conditions"]:
@@ -93,6 +98,8 @@ class FakeApi:
                     conditions.append(dict(new))
                 else:
                     old.update(new)
+            notes = body.get("metadata", {}).get("annotations", {})
+            obj["metadata"].setdefault("annotations", {}).update(notes)
             self.version += 1
             obj["metadata"]["resourceVersion"] = str(self.version)
             return copy.deepcopy(obj)

@@ -24,7 +24,13 @@ MAX_CONNECTIONS: Final = 512
 class Settings(ServerSettings):
     max_body_bytes: int = MAX_BODY_BYTES
     max_connections: int = MAX_CONNECTIONS
+    """In all: with several workers, each gets its share."""
     controller: str = CONTROLLER
+    workers: int = 0
+    """Admission worker processes sharing the port; 0: one per CPU of the CPU limit
+    (``process.cpus.cpu_limit``)."""
+    worker: int = 0
+    """Set by the supervisor on each worker it starts (1, 2, ...); 0 in the process started."""
 
 
 def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -36,10 +42,16 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
               int)
     flags.add("controller", d.controller,
               "the only user that may remove the gate or change Sluicegate's keys")
+    flags.add("workers", d.workers, "admission worker processes sharing the admission port; 0: one per "
+              "CPU of the container's CPU limit (else of the machine)", int)
+    flags.add("worker", d.worker, "set by the webhook on the workers it starts; do not set", int)
     args = flags.parse(argv)
     if args.max_body_bytes < 1024:
         flags.error("--max-body-bytes must be at least 1024")
     if args.max_connections < 1:
         flags.error("--max-connections must be at least 1")
+    if args.workers < 0 or args.worker < 0:
+        flags.error("--workers must be 0 or more")
     return Settings(**server_settings(args), max_body_bytes=args.max_body_bytes,
-                    max_connections=args.max_connections, controller=args.controller)
+                    max_connections=args.max_connections, controller=args.controller,
+                    workers=args.workers, worker=args.worker)

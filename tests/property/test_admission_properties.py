@@ -126,6 +126,7 @@ def check_admitted(
         keys.SUBMITTER_ANNOTATION,
         keys.APPLIED_PRESETS_ANNOTATION,
         keys.ADMITTED_AT_ANNOTATION,
+        keys.SEAL_ANNOTATION,
     }, written
     if keys.SUBMITTER_ANNOTATION in written:
         submitter = Submitter.from_annotation(written[keys.SUBMITTER_ANNOTATION])
@@ -135,6 +136,10 @@ def check_admitted(
         assert written[keys.TEAM_LABEL] == namespace.team
         assert marks.fresh(written[keys.ADMITTED_AT_ANNOTATION], NOW)
         assert marks.counts_for_dispatch(Pod.parse(result))
+        meta = result["metadata"]  # sealed as stored: the final check is skipped for it
+        assert written[keys.SEAL_ANNOTATION] == marks.seal(
+            meta.get("labels") or {}, meta["annotations"],
+            [g["name"] for g in result["spec"]["schedulingGates"]])
         assert keys.MIRROR_POD_ANNOTATION not in (result["metadata"].get("annotations") or {})
         assert not result["spec"].get("nodeName")
     else:

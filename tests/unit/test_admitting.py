@@ -125,7 +125,13 @@ def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> 
             {
                 "op": "add",
                 "path": "/metadata/annotations",
-                "value": {keys.SUBMITTER_ANNOTATION: ALICE, keys.ADMITTED_AT_ANNOTATION: STAMP},
+                "value": {keys.SUBMITTER_ANNOTATION: ALICE, keys.ADMITTED_AT_ANNOTATION: STAMP,
+                          keys.SEAL_ANNOTATION: (
+                              "lsluicegate.dev/queue=12:vision-train"
+                              "lsluicegate.dev/team=6:vision"
+                              f"asluicegate.dev/admitted-at={len(STAMP)}:{STAMP}"
+                              f"asluicegate.dev/submitter={len(ALICE)}:{ALICE}"
+                              "gsluicegate.dev/dispatch;")},
             },
             {"op": "add", "path": "/spec/schedulingGates", "value": GATE},
         )
@@ -133,7 +139,7 @@ def test_a_gpu_pod_gets_its_labels_annotations_and_gate_in_a_minimal_patch() -> 
     assert isinstance(decision, Admit)
     expected = (MakePod.submitted().queue("vision-train").label(keys.TEAM_LABEL, "vision").gpus(1)
                 .submitter("alice"))
-    assert apply(pod, decision.patch) == expected.stamped().gated().obj()
+    assert apply(pod, decision.patch) == expected.stamped().gated().sealed().obj()
 
 
 def test_a_pod_without_labels_gets_the_whole_map_and_its_other_gates_stay() -> None:
@@ -310,6 +316,55 @@ def test_admitting_an_admitted_pod_again_changes_nothing(pod: MakePod, namespace
     once = admitted(pod.obj(), namespace)
     _, again = admit(once, namespace)
     assert again.patch == ()
+
+
+# --- the seal: what admission wrote, for the final check ---------------------------------------
+
+CHANGED = "were changed after Sluicegate admitted it"
+
+
+def test_a_later_webhook_that_removed_the_gate_has_it_put_back_when_admission_is_reinvoked() -> None:
+    once = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
+    del once["spec"]["schedulingGates"]
+    again, _ = admit(once)
+    assert again["spec"]["schedulingGates"] == GATE
+    assert again["metadata"]["annotations"][keys.SEAL_ANNOTATION] == (
+        MakePod.submitted().queue("vision-train").gpus(1).label(keys.TEAM_LABEL, "vision")
+        .submitter("alice").stamped().gated().sealed().obj()["metadata"]["annotations"][keys.SEAL_ANNOTATION])
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value"),
+    [
+        pytest.param("labels", keys.QUEUE_LABEL, "vision-interactive",
+                     id="the queue moved by a later webhook"),
+        pytest.param("labels", keys.WORKFLOW_LABEL, "w2", id="a workflow added by a later webhook"),
+        pytest.param("annotations", keys.PRESETS_ANNOTATION, "connections",
+                     id="presets named by a later webhook"),
+    ],
+)
+def test_a_key_changed_after_admission_sealed_it_is_refused_when_admission_is_reinvoked(
+    where: str, key: str, value: str
+) -> None:
+    once = admitted(MakePod.submitted().queue("vision-train").gpus(1).obj())
+    once["metadata"][where][key] = value
+    decision = run(create(once))
+    assert not decision.allowed
+    assert CHANGED in decision.message
+
+
+def test_a_seal_written_by_hand_is_refused() -> None:
+    pod = MakePod.submitted().queue("vision-train").gpus(1).annotation(keys.SEAL_ANNOTATION, "lx=1:y").obj()
+    decision = run(create(pod))
+    assert not decision.allowed
+    assert f"annotation {keys.SEAL_ANNOTATION} does not match" in decision.message
+
+
+def test_a_seal_on_a_pod_sluicegate_does_not_manage_is_refused_as_its_own_key() -> None:
+    pod = MakePod.submitted().requests(cpu="1").annotation(keys.SEAL_ANNOTATION, "").obj()
+    decision = run(create(pod))
+    assert not decision.allowed
+    assert f"annotation {keys.SEAL_ANNOTATION} is written by Sluicegate" in decision.message
 
 
 def test_subresource_requests_are_not_judged() -> None:

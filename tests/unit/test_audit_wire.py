@@ -4,6 +4,7 @@ the API server's metrics and a process's /proc figures."""
 from __future__ import annotations
 
 import base64
+import os
 import ssl
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from audit.connection import Credentials, CredentialsError
 from audit.identities import flow_schema
 from audit.loading import KWOK_DELAY_ANNOTATION, Load, names, namespace_manifest, pod_manifest
 from audit.naming import KUEUE, RUN_LABEL
-from audit.scraping import flow_totals, increase, parse_usage, request_totals
+from audit.scraping import flow_totals, increase, parse_usage, request_totals, tree_usage
 from certs.authority import Authority
 from process import kubeyaml
 
@@ -165,3 +166,25 @@ def test_cpu_seconds_and_peak_memory_from_proc() -> None:
     usage = parse_usage(4242, stat, status, ticks_per_second=100)
     assert (usage.cpu_seconds, usage.children_cpu_seconds) == (3.0, 0.15)
     assert (usage.rss_bytes, usage.peak_rss_bytes) == (64 * 2**20, 128 * 2**20)
+
+
+def test_a_process_tree_counts_its_workers_cpu_and_memory_and_its_exited_childrens(tmp_path: Path) -> None:
+    """A webhook supervisor (10) with two workers (11, 12), one of which left a dead child's time;
+    another process (20) is not in the tree."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def process(pid: int, parent: int, user: int, children: int, rss_kib: int) -> None:
+        directory = tmp_path / str(pid)
+        directory.mkdir()
+        (directory / "stat").write_text(
+            f"{pid} (python) S {parent} {pid} {pid} 0 -1 0 0 0 0 0 {user} 0 {children} 0 20 0 1 0 1 0 0")
+        (directory / "status").write_text(f"VmHWM:\t{rss_kib * 2} kB\nVmRSS:\t{rss_kib} kB\n")
+
+    process(10, 1, 1 * ticks, 0, 100)
+    process(11, 10, 5 * ticks, 0, 200)
+    process(12, 10, 4 * ticks, 2 * ticks, 200)
+    process(20, 1, 50 * ticks, 0, 999)
+    (tmp_path / "self").mkdir()  # not a pid
+    usage = tree_usage(10, tmp_path)
+    assert usage.cpu_seconds == 1 + 5 + 4 + 2
+    assert (usage.rss_bytes, usage.peak_rss_bytes) == (500 * 1024, 1000 * 1024)

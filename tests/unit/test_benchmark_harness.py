@@ -61,6 +61,13 @@ def test_scenarios_are_chosen_by_shell_patterns_in_matrix_order_and_unknown_name
     assert len({s.name for s in ALL}) == len(ALL) == 13
 
 
+def test_the_large_cell_is_twenty_thousand_pods_on_a_thousand_nodes_and_chosen_by_name_only() -> None:
+    (large,) = select(["p20000-q100-n1000"])
+    assert (large.pods, large.queues, large.nodes, large.max_running) == (20000, 100, 1000, 40)
+    large.check()  # 4,000 running at most, on 8,000 GPUs
+    assert large not in ALL  # make bench does not run Kueue as shipped on it
+
+
 # --- counting requests by kind --------------------------------------------------------------
 
 

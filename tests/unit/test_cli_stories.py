@@ -32,6 +32,18 @@ def test_a_released_pod_keeps_why_it_waited_from_the_controllers_events_in_time_
     assert story.index("admitted to queue sweeps") < first < second < story.index("released by queue sweeps")
 
 
+def test_a_released_pod_tells_its_last_hold_from_the_held_annotation_before_its_release() -> None:
+    released = (MakePod("vision-research", "trial-16").queue("sweeps").team("vision").gpus(1)
+                .created(0).admitted(0).annotation(keys.DISPATCHED_AT_ANNOTATION, timestamp(T0 + 20))
+                .annotation(keys.HELD_ANNOTATION, "QueueLimit: queue sweeps: 4/4 running")
+                .running("n1").obj())
+    text = render(tell(released, [], None))
+    story = text[text.index("Story:"):]
+    held = story.index("held: QueueLimit: queue sweeps: 4/4 running")
+    assert story.index("admitted to queue sweeps") < held < story.index("released by queue sweeps")
+    assert story.count("held: ") == 1
+
+
 def test_a_held_pod_does_not_tell_its_current_hold_twice() -> None:
     held = MakePod("vision-research", "p1").queue("train").team("vision").gated().obj()
     held["status"]["conditions"] = [{"type": keys.CONDITION, "status": "False", "reason": "QueueLimit",

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from controlplane.launching import LocalCluster
-from policy import keys
+from policy import keys, marks
 from policy.pods import Submitter
 from process import kubeyaml
 from tests.e2e.conftest import Kubectl, eventually
@@ -250,6 +250,75 @@ def test_pod_updates_reach_the_webhook_only_when_they_touch_sluicegates_keys_or_
         ("someone else's gate removed", VALIDATE_PODS, plain(remove_gates, kind="json")),
     ]
     assert not _mismatches(cases)
+
+
+def sealed(name: str, extra: dict[str, Any] | None = None, *, queue: str = "vision-train",
+           groups: tuple[str, ...] = ("vision-devs",), **spec: Any) -> dict[str, Any]:
+    """A GPU pod as the mutating webhook leaves it: Sluicegate's keys, its gate, and their seal
+    as policy writes it (``policy.marks.seal``), with ``extra`` merged in before sealing."""
+    submitter = Submitter("alice", frozenset(groups)).to_annotation()
+    obj = pod(name, _merge({
+        "metadata": {"labels": {keys.QUEUE_LABEL: queue, keys.TEAM_LABEL: "vision", "app": "x"},
+                     "annotations": {keys.SUBMITTER_ANNOTATION: submitter,
+                                     keys.ADMITTED_AT_ANNOTATION: "2026-12-02T09:00:00.000001Z",
+                                     "note": "not ours"}},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}, {"name": keys.GATE}]},
+    }, extra or {}), resources=GPU, **spec)
+    meta = obj["metadata"]
+    names = [g["name"] for g in obj["spec"]["schedulingGates"]]
+    meta["annotations"][keys.SEAL_ANNOTATION] = marks.seal(meta["labels"], meta["annotations"], names)
+    return obj
+
+
+def test_a_pod_still_sealed_as_admitted_skips_the_final_check_and_any_change_reaches_it(
+    webhooks: Kubectl,
+) -> None:
+    """The CEL condition ``not-sealed-as-admitted`` rebuilds policy's seal: equal, the final
+    check is skipped; any change to a Sluicegate key or gate after the seal, or a priority that
+    preempts, is sent to it."""
+    cluster = webhooks.cluster
+    cluster.kubectl("delete", "mutatingwebhookconfiguration", f"sluicegate-{webhooks.namespace}")
+    eventually(lambda: create(webhooks, pod("gpu", resources=GPU)) == VALIDATE_PODS,
+               "the API server to stop calling the mutating copies")
+
+    def tampered(name: str, change: Any) -> dict[str, Any]:
+        obj = sealed(name)
+        change(obj)
+        return obj
+
+    def drop_gate(obj: dict[str, Any]) -> None:
+        obj["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+
+    def requeue(obj: dict[str, Any]) -> None:
+        obj["metadata"]["labels"][keys.QUEUE_LABEL] = "vision-interactive"
+
+    def restamp(obj: dict[str, Any]) -> None:
+        obj["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION] = '{"user":"root"}'
+
+    def new_key(obj: dict[str, Any]) -> None:
+        obj["metadata"]["annotations"][keys.DISPATCHED_AT_ANNOTATION] = "x"
+
+    def unseal(obj: dict[str, Any]) -> None:
+        del obj["metadata"]["annotations"][keys.SEAL_ANNOTATION]
+
+    cases = [
+        ("a pod sealed as admitted", None, sealed("intact")),
+        ("non-ASCII, quotes and commas in the sealed values", None,
+         sealed("odd", groups=("équipe-ü", 'q"uote,d', "vision-devs"))),
+        ("a workflow, a limit and a pod group", None, sealed("swept", {
+            "metadata": {"labels": {keys.WORKFLOW_LABEL: "sweep", keys.GROUP_LABEL: "ring"},
+                         "annotations": {keys.WORKFLOW_MAX_RUNNING_ANNOTATION: "3",
+                                         keys.GROUP_SIZE_ANNOTATION: "2"}}})),
+        ("of a class that never preempts", None, sealed("polite", priority_class(webhooks, NEVER))),
+        ("its gate removed after the seal", VALIDATE_PODS, tampered("ungated", drop_gate)),
+        ("its queue changed after the seal", VALIDATE_PODS, tampered("requeued", requeue)),
+        ("its submitter changed after the seal", VALIDATE_PODS, tampered("restamped", restamp)),
+        ("a Sluicegate key added after the seal", VALIDATE_PODS, tampered("added", new_key)),
+        ("no seal", VALIDATE_PODS, tampered("unsealed", unseal)),
+        ("sealed, of a class that preempts", VALIDATE_PODS,
+         sealed("bully", priority_class(webhooks, PREEMPTS))),
+    ]
+    assert not _mismatches([(what, want, create(webhooks, obj)) for what, want, obj in cases])
 
 
 def test_jobs_and_cronjobs_reach_the_webhook_when_their_pod_template_may_be_managed(
