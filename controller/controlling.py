@@ -416,7 +416,7 @@ class GateController:
             found = self.pods.get(release.uid)
             if found is not None and self.leading():
                 # No event: the condition, the dispatched-at stamp and the queue label say it, and
-                # a released pod costs two requests (record NEW-two-requests-per-released-pod).
+                # a released pod costs two requests (record 0042-two-requests-per-released-pod).
                 self.explainer.want(found, conditions.dispatched(release.queue), urgent=True)
             return
         if outcome is Ungate.ALREADY:

@@ -4,7 +4,7 @@ The wheel ships the product alone; the harness (``audit``, ``benchmarks``, ``con
 ``demo``, listed under ``tool.sluicegate`` in pyproject.toml) is found where it lies, in the
 checkout: by a process that starts in its root (``make``, pytest, ``python -m controlplane``),
 or by one given the checkout on its ``PYTHONPATH`` (``harness_environment``). See
-docs/decisions/NEW-the-product-and-its-harness.md.
+docs/decisions/0034-the-product-and-its-harness.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Containerfile really sees.
 ``python -m tests.image`` (``make containerfile``) writes the Containerfile and .dockerignore;
 tests/unit/test_packaging.py fails when the checked-in files differ from what it writes, and
 tests/e2e/test_image.py builds the wheel from ``build_context`` and starts the servers from it.
-See docs/decisions/NEW-the-product-and-its-harness.md.
+See docs/decisions/0034-the-product-and-its-harness.md.
 """
 
 from __future__ import annotations

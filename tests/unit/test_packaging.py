@@ -1,4 +1,4 @@
-"""One list of what ships (docs/decisions/NEW-the-product-and-its-harness.md): pyproject.toml's
+"""One list of what ships (docs/decisions/0034-the-product-and-its-harness.md): pyproject.toml's
 ``tool.setuptools.packages.find`` names the product; the wheel finds exactly it; mypy and
 import-linter check the product and the harness, no more, no less; the Containerfile and
 .dockerignore are what ``make containerfile`` writes from the list, and the build context they
