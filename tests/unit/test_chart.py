@@ -84,7 +84,8 @@ def _queue(annotations: dict[str, str] | None = None, name: str = "notebooks") -
     meta: dict[str, object] = {"name": name, "labels": OURS}
     if annotations is not None:
         meta["annotations"] = annotations
-    return {"apiVersion": "sluicegate.dev/v1beta1", "kind": "Queue", "metadata": meta, "spec": {"priority": 1}}
+    return {"apiVersion": "sluicegate.dev/v1beta1", "kind": "Queue", "metadata": meta,
+            "spec": {"priority": 1}}
 
 
 QUEUE_KEY = ("sluicegate.dev/v1beta1", "Queue", "", "notebooks")

@@ -98,7 +98,8 @@ def test_helm_lint_finds_nothing_with_the_defaults_or_with_every_option(helm: He
     release namespace, so that no ``fail`` of the chart goes by as lint's mere information."""
     every = "monitoring.enabled=true,samples.enabled=true,certificates.source=certManager"
     for values in (("--set-file", f"certificates.caCert={ca}"), ("--set", every)):
-        result = helm.run("lint", "--strict", str(CHART), "--namespace", RELEASE_NAMESPACE, *values, check=False)
+        result = helm.run("lint", "--strict", str(CHART), "--namespace", RELEASE_NAMESPACE, *values,
+                          check=False)
         output = result.stdout + result.stderr
         assert result.returncode == 0 and "0 chart(s) failed" in result.stdout, output
         assert "Fail:" not in output, output
@@ -116,9 +117,9 @@ CA_REFUSED = (
 
 
 @pytest.mark.parametrize(("namespace", "ca_value", "message"), [
-    pytest.param("sluicegate-system", "", "the chart creates the namespace sluicegate-system itself, with its Pod "
-                 "Security labels: install the release from another namespace, one only cluster administrators write",
-                 id="the chart's own namespace"),
+    pytest.param("sluicegate-system", "", "the chart creates the namespace sluicegate-system itself, with "
+                 "its Pod Security labels: install the release from another namespace, one only cluster "
+                 "administrators write", id="the chart's own namespace"),
     pytest.param("default", "", NAMESPACE_REFUSED, id="default, whose editors may write the release record"),
     pytest.param(RELEASE_NAMESPACE, None, CA_REFUSED,
                  id="no CA (an install without it, or an upgrade without --reuse-values)"),
@@ -134,11 +135,13 @@ def test_a_release_the_chart_cannot_make_safely_is_refused_saying_why(
         ca_value, ("--set", f"certificates.caCert={ca_value}"))
     result = helm.run("template", RELEASE, str(CHART), "--namespace", namespace, *given, check=False)
     assert result.returncode != 0, result.stdout
-    assert result.stderr.startswith("Error: execution error at (sluicegate/templates/base.yaml"), result.stderr
+    assert result.stderr.startswith("Error: execution error at (sluicegate/templates/base.yaml"), \
+        result.stderr
     assert message in result.stderr, result.stderr
 
 
-SCHEMA_REFUSED = "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nsluicegate:\n"
+SCHEMA_REFUSED = ("Error: values don't meet the specifications of the schema(s) in the following chart(s):\n"
+                  "sluicegate:\n")
 
 
 @pytest.mark.parametrize(("values", "message"), [
