@@ -112,13 +112,14 @@ def normalised(obj: dict[str, Any], kept: bool = False) -> dict[str, Any]:
     ``KEEP`` (and without a labels or annotations map they leave empty)."""
     meta = dict(obj["metadata"])
     labels = {k: v for k, v in meta.get("labels", {}).items() if k not in HELM_LABELS}
-    annotations = {k: v for k, v in meta.get("annotations", {}).items() if not (kept and (k, v) == KEEP)}
     meta.pop("labels", None)
-    meta.pop("annotations", None)
     if labels:
         meta["labels"] = labels
-    if annotations:
-        meta["annotations"] = annotations
+    name, value = KEEP
+    if kept and meta.get("annotations", {}).get(name) == value:
+        annotations = {k: v for k, v in meta.pop("annotations").items() if k != name}
+        if annotations:
+            meta["annotations"] = annotations
     return {**obj, "metadata": meta}
 
 
