@@ -9,7 +9,8 @@ version listed. This command reads every object of the four kinds and writes it 
 (the API server stores it in the CRD's storage version), then sets ``storedVersions`` to that
 version alone, so that a later release may stop serving the old one. Run it after the upgrade,
 while Sluicegate runs; running it again does nothing. A write that meets a newer one (409)
-reads the object again; an object deleted meanwhile is skipped. It needs to update the four
+reads the object again; an object deleted meanwhile is skipped; a kind whose CRD does not
+exist is named in one line and the others are migrated. It needs to update the four
 kinds and the CRDs' status: a cluster administrator's rights.
 """
 
@@ -65,8 +66,16 @@ async def _rewrite(connection: Connection, resource: Resource, item: JSON) -> bo
 
 async def migrate(connection: Connection, resource: Resource, say: Callable[[str], None]) -> int:
     """Store every object of ``resource`` in its CRD's storage version, then make that the only
-    stored version; the number of objects written back."""
-    crd = await connection.get(CRDS.path(str(resource)))
+    stored version; the number of objects written back. A CRD that does not exist is said in one
+    line and leaves its kind alone; the caller goes on with the others."""
+    try:
+        crd = await connection.get(CRDS.path(str(resource)))
+    except ApiError as e:
+        if not e.not_found:
+            raise
+        say(f"{resource}: the CRD does not exist; no {resource.kind} was migrated "
+            "(apply this release's CRDs: kubectl apply -k manifests/crds)")
+        return 0
     storage = storage_version(crd)
     if storage != resource.version:
         raise CommandError(f"{resource} stores {storage or 'no single version'}, not {resource.version}: "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -46,8 +46,11 @@ HELM_LABELS: Final = frozenset({
     "helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
     "app.kubernetes.io/version",
 })
-"""The labels the chart adds to every object it renders and kustomize does not: the only
-difference ``differences`` forgives."""
+"""The labels the chart adds to every object it renders and kustomize does not: forgiven on
+every object by ``differences``."""
+KEEP: Final = ("helm.sh/resource-policy", "keep")
+"""The annotation the chart adds to each object of the samples, so that Helm leaves them on
+uninstall and upgrade: forgiven by ``differences`` on exactly the objects it is told are kept."""
 
 
 def _header(source: Path) -> str:
@@ -104,24 +107,31 @@ def objects(text: str) -> dict[Key, dict[str, Any]]:
     return out
 
 
-def normalised(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without the labels Helm's chart adds (and without a labels map they leave empty)."""
+def normalised(obj: dict[str, Any], kept: bool = False) -> dict[str, Any]:
+    """``obj`` without the labels Helm's chart adds and, if it is ``kept``, without the annotation
+    ``KEEP`` (and without a labels or annotations map they leave empty)."""
     meta = dict(obj["metadata"])
     labels = {k: v for k, v in meta.get("labels", {}).items() if k not in HELM_LABELS}
     meta.pop("labels", None)
     if labels:
         meta["labels"] = labels
+    name, value = KEEP
+    if kept and meta.get("annotations", {}).get(name) == value:
+        annotations = {k: v for k, v in meta.pop("annotations").items() if k != name}
+        if annotations:
+            meta["annotations"] = annotations
     return {**obj, "metadata": meta}
 
 
-def differences(chart: str, kustomize: str) -> list[str]:
+def differences(chart: str, kustomize: str, kept: Collection[Key] = ()) -> list[str]:
     """What differs between the chart's rendering and kustomize's, object by object: an object
-    only one of them renders, or an object that differs once normalised (a unified diff)."""
+    only one of them renders, or an object that differs once normalised (a unified diff); the
+    chart's objects whose keys are in ``kept`` may carry ``KEEP`` more."""
     ours, theirs = objects(chart), objects(kustomize)
     found = [f"only the chart renders {_name(k)}" for k in sorted(ours.keys() - theirs.keys())]
     found += [f"only kustomize renders {_name(k)}" for k in sorted(theirs.keys() - ours.keys())]
     for key in sorted(ours.keys() & theirs.keys()):
-        a, b = _lines(normalised(ours[key])), _lines(normalised(theirs[key]))
+        a, b = _lines(normalised(ours[key], key in kept)), _lines(normalised(theirs[key]))
         if a != b:
             diff = "\n".join(difflib.unified_diff(b, a, "kustomize", "chart", lineterm=""))
             found.append(f"{_name(key)} differs:\n{diff}")
@@ -140,8 +150,10 @@ def _lines(obj: dict[str, Any]) -> list[str]:
 # --- running helm ---------------------------------------------------------------------------
 
 RELEASE: Final = "sluicegate"
-RELEASE_NAMESPACE: Final = "default"
-"""Where the tests record the release: the chart creates sluicegate-system itself."""
+RELEASE_NAMESPACE: Final = "sluicegate-release"
+"""Where the tests record the release, as the admin guide does: the chart creates
+sluicegate-system itself and refuses default (anyone who may write Secrets there could rewrite
+the release record)."""
 
 
 @dataclass(frozen=True, slots=True)

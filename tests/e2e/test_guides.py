@@ -116,7 +116,12 @@ def test_the_admin_guides_helm_commands_pass_on_an_empty_cluster(workdir: Path) 
         assert [r["description"] for r in json.loads(history)][-2:] == ["Upgrade complete", "Rollback to 1"]
         assert not images(cluster) & {f"{IMAGE}:0.2.0"}, "the upgrade's image is rolled back"
 
+        records = cluster.kubectl("get", "secrets", "-n", RELEASE_NAMESPACE, "-o", "name",
+                                  "-l", f"owner=helm,name={RELEASE}").stdout.split()
+        assert len(records) == 3, "the install's, upgrade's and rollback's records are in its namespace"
+
         play(uninstall, cluster, workdir, cluster.kubeconfig, helm)
+        assert cluster.kubectl("get", "namespace", RELEASE_NAMESPACE, check=False).returncode != 0
         left = cluster.kubectl("get", "-f", "-", "-o", "name", "--ignore-not-found", input=manifest).stdout
         assert left.split() == [], "helm uninstall --wait returns once every object is gone"
         crds = [f"customresourcedefinition.apiextensions.k8s.io/{plural}.sluicegate.dev"

@@ -1,6 +1,7 @@
 """The chart's copies of manifests/ are what ``make chart`` writes, and the comparison of the
-chart's rendering with kustomize's forgives Helm's labels and nothing else (the e2e test
-tests/e2e/manifests/test_chart.py renders both)."""
+chart's rendering with kustomize's forgives Helm's labels, Helm's keep policy on the objects
+said to be kept (the samples), and nothing else (the e2e test tests/e2e/manifests/test_chart.py
+renders both)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,25 @@ def test_a_changed_rule_and_an_object_only_one_side_renders_are_reported() -> No
 def test_an_object_rendered_twice_is_an_error() -> None:
     with pytest.raises(ValueError, match="rendered twice"):
         chart.objects(kubeyaml.dump_all([_role([], OURS), _role([], OURS)]))
+
+
+def _queue(annotations: dict[str, str] | None = None, name: str = "notebooks") -> dict[str, object]:
+    meta: dict[str, object] = {"name": name, "labels": OURS}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "sluicegate.dev/v1beta1", "kind": "Queue", "metadata": meta,
+            "spec": {"priority": 1}}
+
+
+QUEUE_KEY = ("sluicegate.dev/v1beta1", "Queue", "", "notebooks")
+
+
+def test_helms_keep_policy_is_forgiven_only_on_the_objects_said_to_be_kept() -> None:
+    kustomize = kubeyaml.dump(_queue())
+    kept = kubeyaml.dump(_queue({"helm.sh/resource-policy": "keep"}))
+    assert differences(kept, kustomize, kept={QUEUE_KEY}) == []
+    (unforgiven,) = differences(kept, kustomize)
+    assert "Queue notebooks" in unforgiven and "+    helm.sh/resource-policy: keep" in unforgiven
+    (other,) = differences(kubeyaml.dump(_queue({"helm.sh/resource-policy": "keep", "team": "x"})), kustomize,
+                           kept={QUEUE_KEY})
+    assert "+    team: x" in other and "resource-policy" not in other

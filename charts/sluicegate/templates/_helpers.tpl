@@ -43,8 +43,10 @@ priorityClassName: {{ . }}
 
 {{/*
 The objects of the files matching .glob (copies of manifests/ written by `make chart`), each with
-Helm's labels added; the webhook configurations and the APIService also get the CA (.caBundle,
-base64) and .annotations when given. A document that does not parse fails the rendering.
+Helm's labels added and .annotations when given (cert-manager's CA injection on the webhook
+configurations and the APIService, Helm's resource policy on the samples); the webhook
+configurations and the APIService also get the CA (.caBundle, base64) when given. A document
+that does not parse fails the rendering.
 */}}
 {{- define "sluicegate.copied" -}}
 {{- $root := .root }}
@@ -59,10 +61,10 @@ base64) and .annotations when given. A document that does not parse fails the re
 {{- if hasKey $obj "kind" }}
 {{- $meta := $obj.metadata }}
 {{- $_ := set $meta "labels" (merge (include "sluicegate.helmLabels" $root | fromYaml) ($meta.labels | default dict)) }}
-{{- if has $obj.kind (list "MutatingWebhookConfiguration" "ValidatingWebhookConfiguration" "APIService") }}
 {{- if $annotations }}
 {{- $_ := set $meta "annotations" (merge (deepCopy $annotations) ($meta.annotations | default dict)) }}
 {{- end }}
+{{- if has $obj.kind (list "MutatingWebhookConfiguration" "ValidatingWebhookConfiguration" "APIService") }}
 {{- if $caBundle }}
 {{- if eq $obj.kind "APIService" }}
 {{- $_ := set $obj.spec "caBundle" $caBundle }}
