@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from policy import fields, keys, marks, priorities
 from policy.catalog import UNREADABLE, Catalog
@@ -53,6 +53,12 @@ from policy.priorities import PriorityClasses
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Request
 from policy.shapes import check_request
 from policy.validating import problems
+
+ANNOTATION_BYTES: Final = 256 * 1024
+"""The API server's bound on a pod's annotations, keys and values together."""
+ANNOTATION_BYTES_ADMITTED: Final = ANNOTATION_BYTES - 16 * 1024
+"""What admission lets a managed pod carry: the rest is the gate controller's, for the release
+stamp and the hold's words (at most 2,048 characters, up to 4 bytes each)."""
 
 
 def review(
@@ -198,7 +204,24 @@ def _create_pod(
     if sealed is not None and sealed != seal:
         return _changed_after_admission()
     dict_at(out, "metadata", "annotations")[keys.SEAL_ANNOTATION] = seal
+    crowded = _crowded(fields.string_map(meta.get("annotations")))
+    if crowded is not None:
+        return crowded
     return Admit(diff(pod, out), (*judgement.warnings, *_container_warnings(out, judgement.presets)))
+
+
+def _crowded(annotations: Mapping[str, str]) -> Deny | None:
+    """Refuse a pod whose annotations, with admission's stamps, leave the gate controller no room
+    for its own (the release stamp, the hold's words): the API server would refuse those writes,
+    and the pod could never be released nor say why it waits."""
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size <= ANNOTATION_BYTES_ADMITTED:
+        return None
+    return Deny(
+        f"metadata.annotations: {size} bytes with Sluicegate's stamps; at most "
+        f"{ANNOTATION_BYTES_ADMITTED} are admitted, so that the gate controller can still write its own "
+        f"(Kubernetes allows {ANNOTATION_BYTES} in all): remove some annotations"
+    )
 
 
 def _unsealed(pod: Obj) -> Obj:

@@ -40,6 +40,7 @@ REASONS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("BadAnnotation", r"must be a positive integer|needs annotation "),
         (CHANGED_AFTER_ADMISSION, r"changed after Sluicegate admitted it"),
         ("InvalidSpec", r"^(\S+\.)?spec\."),
+        ("AnnotationsTooLarge", r"^metadata\.annotations: \d+ bytes with Sluicegate's stamps"),
     )
 )
 OTHER: Final = "Other"

@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 from _pytest.mark import ParameterSet
 
-from policy import keys
+from kube.writing import MESSAGE_CHARACTERS
+from policy import keys, patching
+from policy.admitting import ANNOTATION_BYTES, ANNOTATION_BYTES_ADMITTED
 from policy.catalog import Catalog
 from policy.model import Namespace
-from policy.reviews import Deny
+from policy.reviews import Admit, Deny
 from tests.admission_world import (
     ALL_PRESETS,
     CATALOG,
@@ -240,3 +242,25 @@ def test_refusals_say_what_was_wrong_and_what_is_allowed(
 ) -> None:
     assert run(create(pod.obj(), user), namespace, catalog) == Deny(message)
 
+
+
+def filled(room: int) -> MakePod:
+    """A GPU pod with a filler annotation that leaves its annotations, once admitted, ``room``
+    bytes under what admission allows (negative: over it)."""
+    pod = MakePod.submitted().queue("vision-train").gpus(1)
+    admitted = run(create(pod.obj()))
+    assert isinstance(admitted, Admit), admitted
+    stamps = patching.apply(pod.obj(), list(admitted.patch))["metadata"]["annotations"]
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in stamps.items())
+    return pod.annotation("notes", "x" * (ANNOTATION_BYTES_ADMITTED - used - len("notes") - room))
+
+
+def test_a_pod_whose_annotations_leave_the_controller_no_room_is_refused_saying_how_many_bytes() -> None:
+    assert isinstance(run(create(filled(0).obj())), Admit)
+    over = run(create(filled(-1).obj()))
+    assert over == Deny(
+        f"metadata.annotations: {ANNOTATION_BYTES_ADMITTED + 1} bytes with Sluicegate's stamps; at most "
+        f"{ANNOTATION_BYTES_ADMITTED} are admitted, so that the gate controller can still write its own "
+        "(Kubernetes allows 262144 in all): remove some annotations"
+    )
+    assert ANNOTATION_BYTES - ANNOTATION_BYTES_ADMITTED >= 4 * MESSAGE_CHARACTERS + 1024

@@ -15,6 +15,7 @@ from tests.builders import MakeJob, MakePod, MakePreset, create, create_job, upd
 from webhook.denials import OTHER, reason
 
 GPU = MakePod.submitted().gpus(1)
+CROWDED = MakePod.submitted().queue("vision-train").gpus(1).annotation("notes", "x" * 250_000)
 GATED = MakePod.submitted().queue("vision-train").gpus(1).gated()
 FROM_CRONJOB = MakeJob(MakePod.submitted().queue("vision-train").gpus(1).submitter("carol").template()).obj()
 FROM_CRONJOB["metadata"]["ownerReferences"] = [
@@ -72,6 +73,8 @@ BROKEN = vision_catalog(
                      id="more of someone else's stamped Job"),
         pytest.param(create(MakePod.submitted().queue("vision-train").group("g").obj()), None, None,
                      "BadAnnotation", id="a group without a size"),
+        pytest.param(create(CROWDED.obj()), None, None, "AnnotationsTooLarge",
+                     id="annotations that leave the controller no room"),
         pytest.param(
             create(MakePod.submitted().main("resources", {"limits": {keys.GPU_RESOURCE: "lots"}}).obj()),
             None, None, "InvalidSpec", id="a quantity that does not parse",
