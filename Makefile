@@ -64,7 +64,7 @@ e2e: builds ## end-to-end tests against the real local control plane (and Kueue 
 
 .PHONY: test
 test: lint typecheck imports builds ## every check: ruff, mypy, import-linter, unit, property, promtool's alert and e2e tests (not the fidelity run)
-	$(BIN)/pytest tests -m "not fidelity"
+	$(BIN)/pytest tests -m "not fidelity" --durations=30
 
 .PHONY: fidelity
 fidelity: binaries ## a recorded run replayed by the simulator: release order and waits against what was observed (own cluster, a few minutes)
