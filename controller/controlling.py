@@ -357,7 +357,8 @@ class GateController:
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
         outside = yield from self.describer.strays(strays.values())
-        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono,
+                                                                          snapshot)
         for labels, count in outside.items():
             waiting[labels] = waiting.get(labels, 0) + count
         unplaceable, placing_due = yield from self.describer.released(managed, mono)

@@ -19,8 +19,10 @@ to say) what they should is remembered as *settled*, with its reason and the ``M
 objects it had. The next cycle passes it over, without looking at its pods, while its reason is
 the same and each pod is the very object the watch delivered then (a changed pod is a new
 object) and no write for it was dropped (``Explainer.forgotten``). Only ``QueuePaused``, whose
-message changes without its reason, is looked at every time. So a cycle's cost in pods is that
-of what changed, not of every pending pod; ``incremental=False`` looks at every pod, and a
+message changes without its reason, is looked at every time; a ``NoNodeFits`` workload is
+looked at again when the node inventory or its queue's node pool is a new object (a node came,
+went or changed; the Queue changed), and its message is rewritten when it no longer matches.
+So a cycle's cost in pods is that of what changed, not of every pending pod; ``incremental=False`` looks at every pod, and a
 property test holds the two equal.
 """
 
@@ -30,6 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from controller import conditions
 from controller.explaining import Explainer
@@ -38,7 +41,7 @@ from controller.pacing import FEW, Steps
 from controller.releasing import Releaser
 from controller.settings import Settings
 from policy import keys
-from policy.model import Workload
+from policy.model import Snapshot, Workload
 from policy.waiting import Waiting
 
 
@@ -49,6 +52,10 @@ class _Settled:
     reason: keys.Reason
     never: bool
     pods: tuple[ManagedPod | None, ...]
+    nodes: object = None
+    """For ``NoNodeFits``: the node inventory and the queue's node pool its words were worked
+    out from (compared by identity: a change of either is a new object)."""
+    pool: object = None
 
 
 class Describer:
@@ -93,7 +100,7 @@ class Describer:
 
     def pending(
         self, pending: Mapping[str, Workload], waiting: Waiting, managed: Mapping[str, ManagedPod],
-        mono: float,
+        mono: float, snapshot: Snapshot | None = None,
     ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
         """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
         and when the next pod becomes due for an explanation."""
@@ -112,7 +119,9 @@ class Describer:
                 continue
             counts[(w.queue, reason.value)] += 1
             was = settled.get(key)
+            nodes, pool = _basis(reason, w, snapshot)
             if (self.incremental and was is not None and was.reason is reason and was.never == never
+                    and was.nodes is nodes and was.pool is pool
                     and reason is not keys.Reason.QUEUE_PAUSED and _same(w, was, managed, forgotten)):
                 current[key] = was
                 continue
@@ -129,10 +138,11 @@ class Describer:
                 found = managed.get(pod.uid)
                 if found is None or not pod.gated:
                     continue
-                # QueuePaused covers a paused queue and a missing one: its message (no numbers)
-                # is rewritten when it changes between the two.
+                # QueuePaused covers a paused queue and a missing one, NoNodeFits the nodes and
+                # the node pool as they are now: their messages (no counts that go stale on
+                # purpose) are rewritten when they change without the reason.
                 if self.explainer.shows(found, "False", reason.value, never=never):
-                    if reason is not keys.Reason.QUEUE_PAUSED:
+                    if reason not in _WORDED:
                         continue
                     answer = answer or waiting.answer(key)
                     if self.explainer.says(found, answer[1]):
@@ -144,7 +154,7 @@ class Describer:
                 answer = answer or waiting.answer(key)
                 wanted = conditions.waiting(*answer)
                 self.explainer.want(found, wanted)  # its words go in the held annotation, no event
-            current[key] = _Settled(reason, never, tuple(managed.get(u) for u in uids)) if done else None
+            current[key] = _Settled(reason, never, tuple(managed.get(u) for u in uids), nodes, pool) if done else None
         for left in members.keys() - current.keys():  # released, deleted, or regrouped
             for uid in members.pop(left):
                 _forget(uid, left, owner, first_pending)
@@ -192,6 +202,19 @@ class Describer:
         self._unplaceable_since = since_seen
         self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
         return unplaceable, due
+
+
+_WORDED: Final = frozenset({keys.Reason.QUEUE_PAUSED, keys.Reason.NO_NODE_FITS})
+"""Reasons whose message is compared too, not the reason alone."""
+
+
+def _basis(reason: keys.Reason, w: Workload, snapshot: Snapshot | None) -> tuple[object, object]:
+    """What a ``NoNodeFits`` message is worked out from besides the pods: the node inventory and
+    the queue's node pool (None, None for any other reason, or without a snapshot)."""
+    if reason is not keys.Reason.NO_NODE_FITS or snapshot is None:
+        return None, None
+    queue = snapshot.queues.get(w.queue)
+    return snapshot.nodes, queue.node_pool if queue is not None else None
 
 
 def _same(w: Workload, was: _Settled, managed: Mapping[str, ManagedPod], forgotten: frozenset[str]) -> bool:

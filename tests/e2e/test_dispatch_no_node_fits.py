@@ -62,3 +62,27 @@ def test_a_pod_whose_pool_nodes_are_all_cordoned_is_released_and_waits_for_kuber
                                 c["message"].startswith(UNPLACEABLE), "dispatched, waiting for Kubernetes")
     assert "unschedulable" in told["message"], told
     assert not gated(scene, namespace, "p00")
+
+
+def test_the_no_node_fits_words_follow_a_node_that_comes_and_the_queues_pool_as_it_is_edited(
+    scene: Scene,
+) -> None:
+    scene.node("eight", 8)
+    team = scene.team("nlp", quota={keys.GPU_RESOURCE: "16"})
+    queue = scene.queue("train", nodePool=scene.pool())
+    namespace = scene.namespace(team)
+    scene.pods(namespace, queue, 1, prefix="huge", gpus=16, seconds=3600)
+    where = f"queue {queue}'s node pool (e2e.sluicegate.dev/pool={scene.id})"
+    scene.wait_condition(namespace, "huge00", lambda c: c["message"].endswith("has 8"), "NoNodeFits, has 8")
+
+    scene.node("twelve", 12)  # bigger, and still too small: the reason stays, the numbers change
+    told = scene.wait_condition(namespace, "huge00", lambda c: c["message"].endswith("has 12"),
+                                "NoNodeFits, has 12")
+    assert (told["reason"], told["message"]) == (
+        "NoNodeFits", f"needs 16 nvidia.com/gpu on one node; the largest node of {where} has 12")
+
+    scene.patch("queues", queue, {"nodePool": {"matchLabels": {"e2e.sluicegate.dev/pool": f"{scene.id}-none"}}})
+    told = scene.wait_condition(namespace, "huge00", lambda c: "-none" in c["message"], "NoNodeFits, new pool")
+    assert (told["reason"], told["message"]) == (
+        "NoNodeFits", f"no node is in queue {queue}'s node pool (e2e.sluicegate.dev/pool={scene.id}-none)")
+    assert gated(scene, namespace, "huge00")

@@ -193,3 +193,34 @@ async def test_a_pod_no_node_could_hold_stays_gated_says_so_and_goes_once_a_node
     await cycle(world)
     assert world.released() == {"small", "big"}
     assert impossible(world) == 0
+
+
+def pooled(pool: str) -> Catalog:
+    return Catalog(queues={"train": MakeQueue("train").quota(gpus=64).node_pool({"pool": pool}).model()},
+                   teams={"vision": MakeTeam("vision").model()})
+
+
+async def test_a_no_node_fits_message_follows_the_nodes_and_the_queues_pool_as_they_change(world: World) -> None:
+    """``NoNodeFits`` stays the reason while its words change: a bigger node that is still too
+    small, a queue moved to another pool. The settled pod is looked at again and told anew."""
+    world.catalog = pooled("a100")
+    world.nodes = Inventory([MakeNode("a-8").gpus(8).label("pool", "a100").model(),
+                             MakeNode("h-12").gpus(12).label("pool", "h100").model()])
+    world.submit(gated_pod("big").gpus(16))
+    await cycle(world)
+    await cycle(world)
+    assert said(world, "big") == (
+        "NoNodeFits", "needs 16 nvidia.com/gpu on one node; the largest node of queue train's node pool "
+        "(pool=a100) has 8")
+    await cycle(world)  # settled: nothing to say
+
+    world.nodes = Inventory([*world.nodes.nodes, MakeNode("a-12").gpus(12).label("pool", "a100").model()])
+    await cycle(world)
+    assert said(world, "big") == (
+        "NoNodeFits", "needs 16 nvidia.com/gpu on one node; the largest node of queue train's node pool "
+        "(pool=a100) has 12")
+
+    world.catalog = pooled("v100")
+    await cycle(world)
+    assert said(world, "big") == ("NoNodeFits", "no node is in queue train's node pool (pool=v100)")
+    assert world.released() == set()
