@@ -15,9 +15,18 @@ Readiness = Callable[[], str | None]
 """Returns None when ready, else why not (shown in the /readyz answer)."""
 
 
-def probe_routes(ready: Readiness, registry: CollectorRegistry) -> list[web.RouteDef]:
+def _always() -> str | None:
+    return None
+
+
+def probe_routes(
+    ready: Readiness, registry: CollectorRegistry, healthy: Readiness = _always
+) -> list[web.RouteDef]:
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        why = healthy()
+        if why is None:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text=f"unhealthy: {why}\n")
 
     async def readyz(_: web.Request) -> web.Response:
         why = ready()
@@ -36,7 +45,9 @@ def probe_routes(ready: Readiness, registry: CollectorRegistry) -> list[web.Rout
     ]
 
 
-def probe_app(ready: Readiness, registry: CollectorRegistry) -> web.Application:
+def probe_app(ready: Readiness, registry: CollectorRegistry, healthy: Readiness = _always) -> web.Application:
+    """``healthy``: None while the process is alive and well, else why not (a 503 on /healthz,
+    so the kubelet restarts the container)."""
     app = web.Application()
-    app.add_routes(probe_routes(ready, registry))
+    app.add_routes(probe_routes(ready, registry, healthy))
     return app

@@ -80,12 +80,13 @@ async def serve(settings: Settings) -> None:
                 reuse_port=bool(worker))
     cache.start()
     announcing = asyncio.create_task(_announce_sync(cache), name="announce sync")
+    beating: asyncio.Task[None] | None = None
     try:
         # Admission is served once the cache has listed: an empty catalog would refuse every queue.
         await servers.start(settings.cert_reload_seconds, tls_after=cache.wait_synced())
         ready = workers.ready_file(worker) if worker else None
-        if ready is not None:
-            ready.touch()
+        if ready is not None:  # it serves, and says so every second while its loop runs
+            beating = asyncio.create_task(workers.beat(ready), name="heartbeat")
         log.info("serving admission on https://%s:%d (/mutate, /validate)%s; API server: %s",
                  settings.host, settings.port,
                  f" as worker {worker}" if worker else
@@ -98,6 +99,8 @@ async def serve(settings: Settings) -> None:
         await asyncio.sleep(settings.drain_seconds)
     finally:
         announcing.cancel()
+        if beating is not None:
+            beating.cancel()
         await servers.stop()
         await cache.stop()
         await connection.close()

@@ -1,7 +1,7 @@
 """The webhook on every core: the process started supervises one admission worker per CPU (two
 on the test machine, at least two here), which share the admission port; each answers, the
-supervisor's metrics add up what they answered, and SIGTERM to the supervisor alone stops them
-all."""
+supervisor's metrics add up what they answered, SIGTERM to the supervisor alone stops them
+all, and a worker that stops answering is replaced."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.deploying import LocalSluicegate
 from tests.e2e.conftest import eventually
+from tests.e2e.scenes import Scene
 from webhook.workers import HEADER
 
 WORKERS = 2
@@ -76,12 +77,17 @@ def ask(running: LocalSluicegate) -> tuple[int, str]:
         connection.close()
 
 
-def invalid(running: LocalSluicegate) -> float:
+def scrape(running: LocalSluicegate, name: str, **labels: str) -> float:
+    """The sum of the supervisor's samples ``name`` with ``labels``."""
     port = running.port("webhook", "metrics")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "sluicegate_admission_requests_total" and s.labels.get("result") == "invalid")
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def invalid(running: LocalSluicegate) -> float:
+    return scrape(running, "sluicegate_admission_requests_total", result="invalid")
 
 
 def test_the_workers_share_the_admission_port_each_answers_and_the_metrics_add_up(
@@ -122,6 +128,57 @@ def test_sigterm_to_the_supervisor_alone_stops_every_worker(running: LocalSluice
         running.stop("webhook")  # forgets the exited process
         running.start("webhook")
     assert len(workers(supervisor(running))) == len(found)
+
+
+def test_a_stopped_worker_is_killed_and_replaced_and_admission_answers_again(
+    running: LocalSluicegate, scene: Scene,
+) -> None:
+    """SIGSTOP leaves a worker holding its share of the port and answering nothing. The
+    supervisor sees its heartbeat stop, kills it, starts another with the same number and
+    counts it; then every new connection is answered and pods are admitted again."""
+    pid = supervisor(running)
+    found = workers(pid)
+    assert len(found) >= WORKERS
+    before = scrape(running, "sluicegate_webhook_workers_replaced_total")
+    stuck, number = min(found.items())
+    os.kill(stuck, signal.SIGSTOP)
+    try:
+        eventually(lambda: not Path(f"/proc/{stuck}").exists() or _state(stuck) == "Z",
+                   f"the stopped worker {number} (pid {stuck}) to be killed")
+        now = eventually(lambda: (lambda w: w if number in w.values() and stuck not in w else None)(
+            workers(pid)), f"worker {number} to be started again")
+        assert len(now) == len(found) and pid == supervisor(running)
+        assert scrape(running, "sluicegate_webhook_workers_replaced_total") == before + 1
+        eventually(lambda: ready(running), "the supervisor to be ready again")
+
+        answered: set[str] = set()
+
+        def every_worker_answers() -> bool:
+            status, worker = ask(running)  # a worker that does not answer fails this by its timeout
+            assert status == 400
+            answered.add(worker)
+            return answered == {str(n) for n in now.values()}
+
+        eventually(every_worker_answers, "a new connection to reach each worker, the new one too")
+        team = scene.team("vision")
+        queue = scene.queue("train")
+        namespace = scene.namespace(team)
+        scene.pods(namespace, queue, 4, prefix="after", seconds=1)  # refused or timed out: raises
+        assert all(scene.get("pod", f"after{i:02d}", namespace) for i in range(4))
+    finally:
+        if Path(f"/proc/{stuck}").exists():  # the supervisor did not kill it: leave a webhook that works
+            os.kill(stuck, signal.SIGCONT)
+            running.stop("webhook")
+            running.start("webhook")
+
+
+def ready(running: LocalSluicegate) -> bool:
+    port = running.port("webhook", "metrics")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
 
 
 def _state(pid: int) -> str:
