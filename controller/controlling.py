@@ -54,7 +54,7 @@ from controller.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
 from kube.reflecting import Change
 from kube.resources import PODS
-from kube.writing import Ungate, micro_time
+from kube.writing import Refused, Ungate, micro_time
 from policy import keys
 from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
@@ -122,6 +122,19 @@ def _newer_or_same(have: str, want: str) -> bool:
         return int(have) >= int(want)
     except ValueError:  # resourceVersions are opaque; etcd's are integers, and equal is safe anyway
         return have == want
+
+
+REFUSED: Final = "the API server refused to release it: "
+"""How a ``ReleaseRefused`` message begins; the API server's words follow."""
+
+
+def _release_facts(managed: ManagedPod) -> tuple[object, ...]:
+    """What decides whether the release patch can pass: the gates it tests and the annotations it
+    adds to (but the held annotation, which only the controller writes, as it holds the pod)."""
+    notes = managed.pod.annotations
+    if keys.HELD_ANNOTATION in notes:
+        notes = {k: v for k, v in notes.items() if k != keys.HELD_ANNOTATION}
+    return managed.gates, managed.has_annotations, notes
 
 
 def _facts(managed: ManagedPod, assumed: bool) -> tuple[object, ...]:
@@ -199,6 +212,12 @@ class GateController:
         """Each queue's pending work in order, as the last decision left it (policy.orders)."""
         self._term = 0  # counts changes of leadership: a cycle of an earlier term stops
         self._fence_needed = True
+        self._attempted: dict[str, ManagedPod] = {}
+        """uid -> the pod as it was when its release was handed to the releaser."""
+        self.refusals: dict[str, tuple[ManagedPod, str]] = {}
+        """uid -> the pod as it was when the API server refused its release, and the server's
+        words: it waits with ``ReleaseRefused``, holding nothing, until its gates or annotations
+        change (then it is tried again)."""
         self._stamps: dict[str, tuple[str, float]] = {}
         """uid -> the ``dispatched-at`` stamp this process's gate patch carried and how long the
         workload had waited then, until the watch shows the pod released (kept across terms: a
@@ -221,6 +240,8 @@ class GateController:
             return
         self.releaser.cancel_all()
         self.assumed.clear()
+        self.refusals.clear()
+        self._attempted.clear()
         self.snapshots.clear()
         self.explainer.clear()
         self.reporter.clear()
@@ -238,7 +259,9 @@ class GateController:
             self.queue.kick()
             return
         assumed = new.uid in self.assumed
-        if _facts(old, assumed) != _facts(new, assumed):
+        if new.uid in self.refusals:
+            self.queue.kick()  # it may have shrunk: the next cycle sees whether to try again
+        elif _facts(old, assumed) != _facts(new, assumed):
             self.queue.kick()
         elif new.condition != old.condition and not self.explainer.expects(new):
             self.queue.kick()  # someone else changed the condition: the next cycle puts it right
@@ -340,7 +363,8 @@ class GateController:
         if big:
             self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``
         nodes = self.nodes()
-        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now, nodes)
+        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now, nodes,
+                                                      self._refused(managed))
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
         if len(snapshot.workloads) < OFFLOAD_WORKLOADS:
@@ -380,6 +404,23 @@ class GateController:
                       len(decision.waiting), len(self.assumed), seconds * 1000)
         return decision
 
+    def _refused(self, managed: Mapping[str, ManagedPod]) -> dict[str, str]:
+        """The refusals that still hold: the pod is there with the gates and annotations it had
+        when the API server refused it (a change of its status, or of the held annotation, is
+        not a change that could let the release pass)."""
+        out: dict[str, str] = {}
+        for uid, (was, words) in list(self.refusals.items()):
+            now = managed.get(uid)
+            if now is None or (now is not was and _release_facts(now) != _release_facts(was)):
+                del self.refusals[uid]
+                if now is not None:
+                    log.info("trying again to release %s: it changed since the API server refused it",
+                             now.key, extra={"fields": {"pod": now.key, "queue": now.pod.queue}})
+                continue
+            self.refusals[uid] = (now, words)
+            out[uid] = words
+        return out
+
     def _release(
         self, decision: Decision, managed: Mapping[str, ManagedPod], now: float, mono: float
     ) -> list[str]:
@@ -405,14 +446,27 @@ class GateController:
         if not self.assumed.assume(pod.uid, mono):
             return
         self._stamps[pod.uid] = (stamp[keys.DISPATCHED_AT_ANNOTATION], waited)
+        self._attempted[pod.uid] = found
         self.releaser.submit(Release(
             uid=pod.uid, namespace=pod.namespace, name=pod.name, queue=pod.queue, workload=w.key,
             gates=found.gates, has_annotations=found.has_annotations, created=w.created, stamp=stamp,
         ))
 
-    def settled(self, release: Release, outcome: Ungate | None) -> None:
-        """A gate removal ended (``Releaser.on_settled``): explain a released pod, or decide
-        again about one that failed."""
+    def settled(self, release: Release, outcome: Ungate | Refused | None) -> None:
+        """A gate removal ended (``Releaser.on_settled``): explain a released pod, hold one the
+        API server refused, or decide again about one that failed."""
+        attempted = self._attempted.pop(release.uid, None)
+        if isinstance(outcome, Refused):
+            self.assumed.forget(release.uid)
+            self._stamps.pop(release.uid, None)
+            if attempted is not None and self.leading():
+                words = f"{REFUSED}{outcome.message}"
+                self.refusals[release.uid] = (attempted, words)
+                log.warning("cannot release %s: %s; it waits until it changes", release.key, words,
+                            extra={"fields": {"pod": release.key, "queue": release.queue,
+                                              "workload": release.workload}})
+            self.queue.kick()
+            return
         if outcome is Ungate.RELEASED:
             found = self.pods.get(release.uid)
             if found is not None and self.leading():

@@ -204,7 +204,7 @@ class Describer:
         return unplaceable, due
 
 
-_WORDED: Final = frozenset({keys.Reason.QUEUE_PAUSED, keys.Reason.NO_NODE_FITS})
+_WORDED: Final = frozenset({keys.Reason.QUEUE_PAUSED, keys.Reason.NO_NODE_FITS, keys.Reason.RELEASE_REFUSED})
 """Reasons whose message is compared too, not the reason alone."""
 
 

@@ -6,7 +6,9 @@ conflict or a lost connection is retried with exponential backoff while the assu
 so the slot is counted exactly once however many attempts it takes. The outcome is reported
 once, through ``on_settled``: the gate was removed (by us or someone else), the pod is gone,
 or the release failed for good (refused, or still failing after ``give_up_seconds``), in which
-case the controller forgets the assumption and decides again.
+case the controller forgets the assumption and decides again. A patch the API server refuses as
+invalid though its test held (``kube.writing.Refused``) is not retried here: the pod as it is
+cannot be released, and the controller holds it until it changes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Final
 
 from kube.connecting import ApiError, Connection, KubeError
 from kube.reflecting import Backoff
-from kube.writing import Ungate, remove_gate
+from kube.writing import Refused, Ungate, remove_gate
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,9 @@ class Release:
         return f"{self.namespace}/{self.name}"
 
 
-Settled = Callable[[Release, Ungate | None], None]
-"""Called once per release: its outcome, or None when it failed for good."""
+Settled = Callable[[Release, Ungate | Refused | None], None]
+"""Called once per release: its outcome (``Refused``: the API server refused the pod as it is),
+or None when it failed for good."""
 Failed = Callable[[str, int], None]
 """Called for every failed request: the operation and the HTTP status (0: no answer)."""
 
@@ -106,7 +109,7 @@ class Releaser:
         except Exception:
             log.exception("handling the release of %s failed", release.key)
 
-    async def _attempts(self, release: Release) -> Ungate | None:
+    async def _attempts(self, release: Release) -> Ungate | Refused | None:
         backoff = Backoff(BACKOFF_FIRST, BACKOFF_MOST)
         deadline = self._clock() + self.give_up_seconds
         fields = {"pod": release.key, "queue": release.queue, "workload": release.workload}

@@ -11,7 +11,7 @@ overlaid pods (a property test holds them equal); only the work differs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from controller.assumptions import Assumptions
 from controller.managed import ManagedPod
@@ -43,12 +43,15 @@ class SnapshotBuilder:
         return run_through(self.building(list(pods), catalog, now, nodes))
 
     def building(
-        self, pods: Sequence[ManagedPod], catalog: Catalog, now: float, nodes: Nodes | None = None
+        self, pods: Sequence[ManagedPod], catalog: Catalog, now: float, nodes: Nodes | None = None,
+        refusals: Mapping[str, str] | None = None,
     ) -> Steps[Snapshot]:
         """``build`` in steps (``controller.pacing``), a batch of pods at a time; ``nodes`` is
-        the node inventory (None: not known, every pod is taken to fit a node)."""
+        the node inventory (None: not known, every pod is taken to fit a node); ``refusals``
+        the pods whose release the API server refused, by uid."""
         workloads = yield from self._workloads(pods)
-        return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now, nodes)
+        return Snapshot(catalog.queues, catalog.teams, catalog.policy, workloads, now, nodes,
+                        refusals if refusals is not None else {})
 
     def workloads(self, pods: Iterable[ManagedPod]) -> list[Workload]:
         return run_through(self._workloads(list(pods)))

@@ -55,11 +55,13 @@ class ConfigurationError(KubeError):
 class ApiError(KubeError):
     """The API server answered with an error status."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, detail: str = "") -> None:
         super().__init__(f"{status} {reason}: {message}" if reason else f"{status}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.detail = detail or message
+        """The API server's own words, without the request they answer."""
 
     @classmethod
     def from_status(cls, status: int, raw: Mapping[str, Any] | bytes, where: str) -> ApiError:
@@ -73,10 +75,12 @@ class ApiError(KubeError):
         if not isinstance(body, Mapping):
             return cls(status, "", f"{where}: {body!r}")
         code = body.get("code")
+        words = str(body.get("message") or body)
         return cls(
             code if isinstance(code, int) and code else status,
             str(body.get("reason") or ""),
-            f"{where}: {body.get('message') or body}",
+            f"{where}: {words}",
+            words,
         )
 
     @property

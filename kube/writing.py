@@ -68,6 +68,15 @@ class Ungate(StrEnum):
     """The gate list kept changing under the test; try again in a later cycle."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The API server refused the release patch as invalid though its test held (the gate list
+    and the annotations map were as tested): the pod as it is cannot be released, and trying
+    again changes nothing until the pod does. ``message``: the API server's words."""
+
+    message: str
+
+
 def _stamp_ops(stamp: Mapping[str, str], has_annotations: bool) -> list[JSON]:
     if not stamp:
         return []
@@ -114,14 +123,16 @@ async def remove_gate(
     *,
     stamp: Mapping[str, str],
     has_annotations: bool,
-) -> Ungate:
+) -> Ungate | Refused:
     """Remove Sluicegate's gate from the pod, if its gate list is still ``gates``.
 
     When the test fails, the pod is read once and the patch rebuilt from what it carries now:
     a pod without the gate was released by someone else (``ALREADY``), unless it carries this
     release's own ``stamp``: then an earlier attempt whose answer was lost removed it
     (``RELEASED``: the caller counts each of its releases once, whatever the network did).
-    Raises ``ApiError`` or ``Unreachable`` for failures worth retrying later (throttling, the
+    A 422 whose test held (the pod still has the gate list and annotations map the patch was
+    built for) is the API server refusing the pod itself, e.g. annotations grown past its
+    256 KiB with the stamp: ``Refused``, with its words. Raises ``ApiError`` or ``Unreachable`` for failures worth retrying later (throttling, the
     server's trouble).
     """
     path = PODS.path(name, namespace=namespace)
@@ -137,17 +148,22 @@ async def remove_gate(
         except ApiError as e:
             if e.not_found:
                 return Ungate.GONE
-            # 422: the test failed (or the annotations map vanished); 409: a write raced ours.
+            # 422: the test failed (or the annotations map vanished), or the pod is invalid;
+            # 409: a write raced ours.
             if e.status not in (409, 422):
                 raise
+            invalid = e.detail if e.status == 422 else None
         try:
             pod = await connection.get(path)
         except ApiError as e:
             if e.not_found:
                 return Ungate.GONE
             raise
+        tested = (current, has_annotations)
         current, has_annotations = _gates_of(pod), _has_annotations(pod)
         stamped = _carries(pod, stamp)
+        if invalid is not None and (current, has_annotations) == tested and not stamped:
+            return Refused(invalid)
     return Ungate.CHANGING
 
 
@@ -191,15 +207,25 @@ async def write_condition(
     """Set the condition on the pod's status, and for a ``False`` one the ``held`` annotation in
     the same request (pods/status writes metadata too); False when the pod is gone."""
     body: JSON = {"status": {"conditions": [condition.to_json(transition_at)]}}
+    path = PODS.path(name, namespace=namespace, subresource="status")
     if condition.held is not None:
         body["metadata"] = {"annotations": {keys.HELD_ANNOTATION: condition.held}}
     try:
-        await connection.request("PATCH", PODS.path(name, namespace=namespace, subresource="status"),
-                                 body=body, content_type=STRATEGIC_MERGE_PATCH)
+        await connection.request("PATCH", path, body=body, content_type=STRATEGIC_MERGE_PATCH)
     except ApiError as e:
         if e.not_found:
             return False
-        raise
+        if e.status != 422 or "metadata" not in body:
+            raise
+        # The pod's annotations leave no room for the held annotation (they grew after
+        # admission): the condition alone still says why it waits.
+        del body["metadata"]
+        try:
+            await connection.request("PATCH", path, body=body, content_type=STRATEGIC_MERGE_PATCH)
+        except ApiError as again:
+            if again.not_found:
+                return False
+            raise
     return True
 
 

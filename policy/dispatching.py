@@ -170,6 +170,8 @@ class _Cycle:
                 continue
             if nodes is not None and nodes.refusal(w, queue) is not None:
                 continue  # no node could ever hold it: passed over, like work over a quota
+            if self.snapshot.refused(w) is not None:
+                continue  # the API server refused its release: passed over until it changes
             if passes(w):
                 line.cursor = i
                 return w
@@ -204,6 +206,8 @@ class _Cycle:
         for line in lines:
             for w in joining.get(line.name, ()):
                 if nodes is not None and nodes.refusal(w, line.queue) is not None:
+                    continue
+                if self.snapshot.refused(w) is not None:
                     continue
                 if self.fits(w, line):
                     self.ledger.run(w)

@@ -78,6 +78,10 @@ class Reason(StrEnum):
     NO_NODE_FITS = "NoNodeFits"
     """Work that no node of the cluster could hold even if it were empty (``policy.inventory``):
     it can never run on the nodes that exist now, like work over a quota by itself."""
+    RELEASE_REFUSED = "ReleaseRefused"
+    """The API server refused the patch that removes the gate as invalid (a pod whose
+    annotations grew after admission beyond what leaves room for the release stamp): the pod
+    holds nothing and blocks nothing until it changes (``policy.model.Snapshot.refused``)."""
     HELD_FOR_PRIORITY = "HeldForPriority"
     GROUP_INCOMPLETE = "GroupIncomplete"
     WAITING_TURN = "WaitingTurn"

@@ -314,4 +314,20 @@ class Snapshot:
     nodes: Nodes | None = None
     """The cluster's nodes (``policy.inventory``); None when not known: every pod is taken to
     fit some node."""
+    refusals: Mapping[str, str] = field(default_factory=dict)
+    """Pod uid -> why the API server refused the patch that releases it, while the pod is as it
+    was then (the gate controller's; the CLI reads them from the pods' conditions)."""
+
+    def refused(self, w: Workload) -> str | None:
+        """Why the API server refused to release one of ``w``'s pods (``Reason.RELEASE_REFUSED``);
+        None when it did not. Such work holds and blocks nothing, like work that can never run."""
+        refusals = self.refusals
+        if not refusals:
+            return None
+        pods = w.pods
+        for pod in pods:
+            why = refusals.get(pod.uid)
+            if why is not None:
+                return why if len(pods) == 1 else f"pod {pod.name}: {why}"
+        return None
 

@@ -151,7 +151,7 @@ class Waiting(Mapping[str, Wait]):
                     yield key, uniform[0], False
                 else:
                     reason = cause(w, line)[0]
-                    yield key, reason, never and reason is not Reason.NO_NODE_FITS
+                    yield key, reason, never and reason not in _FLAGLESS
 
     def impossible(self) -> Mapping[str, int]:
         """Queue -> how many of its waiting workloads can never run under the current limits
@@ -173,6 +173,9 @@ class Waiting(Mapping[str, Wait]):
         snapshot = self._snapshot
         if w.surplus:
             return Reason.WAITING_TURN, f"{w.surplus}: waits for one of them to end"
+        refused = snapshot.refused(w)
+        if refused is not None:
+            return Reason.RELEASE_REFUSED, refused
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, snapshot)
             if never is not None:
@@ -201,6 +204,8 @@ class Waiting(Mapping[str, Wait]):
         ledger = self._ledger
         if w.surplus:
             return Reason.WAITING_TURN, None
+        if self._snapshot.refused(w) is not None:
+            return Reason.RELEASE_REFUSED, None
         if not self._all_possible(line) and not self._possible(w, line):
             never = impossible(w, line.queue, self._snapshot)
             return (never.reason if never is not None else Reason.NO_NODE_FITS), None
@@ -229,7 +234,7 @@ class Waiting(Mapping[str, Wait]):
     def _possible(self, w: Workload, line: Line) -> bool:
         """Whether ``w`` could ever run: some node could hold it, and it is within its queue's
         floor (one look-up per resource, the usual answer), else within the caps of its team."""
-        if self._refusal(w, line) is not None:
+        if self._refusal(w, line) is not None or self._snapshot.refused(w) is not None:
             return False
         caps = self._floor(line)
         requests = w.requests
@@ -261,6 +266,9 @@ class Waiting(Mapping[str, Wait]):
             if every and nodes:
                 queue = line.queue
                 every = not any(nodes.refusal(w, queue) for w in order)
+            refused = self._snapshot.refused
+            if every and self._snapshot.refusals:
+                every = not any(refused(w) is not None for w in order)
             self._every[line.name] = every
         return every
 
@@ -320,6 +328,10 @@ class Waiting(Mapping[str, Wait]):
                 else:
                     reason, message = explain(w, line)
                     yield key, Wait(reason, message, position)
+
+
+_FLAGLESS = frozenset({Reason.NO_NODE_FITS, Reason.RELEASE_REFUSED})
+"""Reasons of work that cannot run now that are reasons of their own: no never-flag needed."""
 
 
 def _queue_answers_for(w: Workload) -> bool:

@@ -25,6 +25,16 @@ from policy.patching import PatchError, apply
 
 Obj = dict[str, Any]
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?$")
+ANNOTATION_BYTES = 256 * 1024  # the API server's bound on a pod's annotations, keys and values
+
+
+def _check_annotations(obj: Obj) -> None:
+    """Refuse, as the API server does, a pod whose annotations are over its bound."""
+    notes = obj.get("metadata", {}).get("annotations") or {}
+    if sum(len(k.encode()) + len(v.encode()) for k, v in notes.items()) > ANNOTATION_BYTES:
+        name = obj["metadata"]["name"]
+        raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: metadata.annotations: Too long: '
+                                       f"must have at most {ANNOTATION_BYTES} bytes")
 
 
 @dataclass
@@ -91,6 +101,9 @@ class FakeApi:
             return copy.deepcopy(obj)
         self.writes["status" if found.group(3) else "gate", key[1]] += 1
         if found.group(3):  # pods/status: merge the conditions by type
+            notes = body.get("metadata", {}).get("annotations", {})
+            _check_annotations({"metadata": {"name": key[1], "annotations": {
+                **obj["metadata"].get("annotations", {}), **notes}}})
             conditions = obj.setdefault("status", {}).setdefault("conditions", [])
             for new in body["status"]["conditions"]:
                 old = next((c for c in conditions if c["type"] == new["type"]), None)
@@ -98,7 +111,6 @@ class FakeApi:
                     conditions.append(dict(new))
                 else:
                     old.update(new)
-            notes = body.get("metadata", {}).get("annotations", {})
             obj["metadata"].setdefault("annotations", {}).update(notes)
             self.version += 1
             obj["metadata"]["resourceVersion"] = str(self.version)
@@ -113,6 +125,7 @@ class FakeApi:
             patched = apply(obj, body)
         except PatchError as e:
             raise ApiError(422, "Invalid", str(e)) from None
+        _check_annotations(patched)
         self.version += 1
         patched["metadata"]["resourceVersion"] = str(self.version)
         self.pods[key] = patched

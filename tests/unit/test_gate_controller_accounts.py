@@ -12,8 +12,9 @@ import pytest
 from policy.catalog import Catalog
 from policy.inventory import Inventory
 from policy.limits import NEVER
-from tests.builders import MakeNode, MakeQueue, MakeTeam
-from tests.unit.test_gate_controller import NS, World, gated_pod, until
+from tests.builders import MakeNode, MakePod, MakeQueue, MakeTeam
+from tests.fake_api import ANNOTATION_BYTES
+from tests.unit.test_gate_controller import NS, World, gated_pod, queue_of, until
 
 
 def quota_of(gpus: int) -> Catalog:
@@ -224,3 +225,47 @@ async def test_a_no_node_fits_message_follows_the_nodes_and_the_queues_pool_as_t
     await cycle(world)
     assert said(world, "big") == ("NoNodeFits", "no node is in queue train's node pool (pool=v100)")
     assert world.released() == set()
+
+
+def crowded(name: str, room: int, created: float = 0.0) -> MakePod:
+    """A gated pod whose annotations leave ``room`` bytes under the API server's 256 KiB: too
+    few for the release stamp when small (its user grew them after admission)."""
+    pod = gated_pod(name, created=created)
+    notes = pod.obj()["metadata"]["annotations"]
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in notes.items())
+    return pod.annotation("notes", "x" * (ANNOTATION_BYTES - used - len("notes") - room))
+
+
+async def test_a_pod_whose_release_the_api_server_refuses_waits_saying_why_and_blocks_nothing(
+    world: World,
+) -> None:
+    """Its user grew its annotations after admission until the release stamp no longer fits. The
+    API server refuses the release patch (422): the pod is not counted as released, waits with
+    ``ReleaseRefused`` and the server's words, takes no slot, so the pod behind it goes, and is
+    not tried again until it changes; once its annotations shrink it is released."""
+    world.catalog = queue_of(1)
+    world.submit(crowded("crowded", room=20), gated_pod("next", created=1))
+    for _ in range(4):
+        await cycle(world)
+    assert world.released() == {"next"}
+    reason, message = said(world, "crowded")
+    assert reason == "ReleaseRefused"
+    assert message == ('the API server refused to release it: Pod "crowded" is invalid: '
+                       f"metadata.annotations: Too long: must have at most {ANNOTATION_BYTES} bytes")
+    assert world.api.writes["gate", "crowded"] == 1, "tried once, not every cycle"
+    assert releases(world) == 1, "only the pod that was released is counted"
+    assert gauge(world, "sluicegate_queue_waiting_workloads", queue="train", reason="ReleaseRefused") == 1
+    assert gauge(world, "sluicegate_queue_running_workloads", queue="train") == 1
+
+    world.finish("next")
+    await cycle(world)
+    assert world.released() == {"next"}  # the slot is free, and the pod as it is still cannot go
+    assert world.api.writes["gate", "crowded"] == 1
+
+    world.api.pod(NS, "crowded")["metadata"]["annotations"]["notes"] = "x"  # its user trims them
+    world.api.version += 1
+    await cycle(world)
+    await cycle(world)
+    assert world.released() == {"next", "crowded"}
+    assert said(world, "crowded")[0] == "Dispatched"
+    assert releases(world) == 2
