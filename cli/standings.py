@@ -202,10 +202,24 @@ def stand(seen: Observation) -> Standing:
                                    policy=seen.policy)
     pods = sort_pods(seen.pods, namespace_teams(seen.namespaces))
     snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(pods.counting),
-                        seen.now, inventory(seen.nodes))
+                        seen.now, inventory(seen.nodes), refusals(seen.pods))
     decision = dispatch(snapshot)
     return Standing(snapshot, decision, catalog, _entries(snapshot, decision, pods), pods.unreadable,
                     _running(snapshot))
+
+
+def refusals(pods: Iterable[Obj]) -> dict[str, str]:
+    """The gated pods whose release the API server refused, as the controller says on each
+    (``ReleaseRefused``): only the controller saw the refusal, so its condition is the record."""
+    out: dict[str, str] = {}
+    for obj in pods:
+        found = _dispatched(obj)
+        if found is None or found[:2] != ("False", keys.Reason.RELEASE_REFUSED.value):
+            continue
+        uid = str(fields.obj(obj.get("metadata")).get("uid") or "")
+        if uid:
+            out[uid] = found[2]
+    return out
 
 
 def inventory(nodes: Sequence[Obj] | None) -> Inventory | None:

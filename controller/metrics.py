@@ -68,7 +68,8 @@ class ControllerMetrics:
         self.queue_impossible = gauge("sluicegate_impossible_workloads",
                                       "Pending workloads that can never run under what exists now "
                                       "(each asks for more than a quota allows by itself, or no node "
-                                      "could hold one of its pods: NoNodeFits), by queue",
+                                      "could hold one of its pods: NoNodeFits, or the API server "
+                                      "refused its release: ReleaseRefused), by queue",
                                       ["queue"])
         self.team_pending = gauge("sluicegate_team_pending_workloads", "Pending workloads, by team", ["team"])
         self.team_running = gauge("sluicegate_team_running_workloads", "Running workloads, by team", ["team"])

@@ -282,6 +282,14 @@ class MakePod(_Builder):
         meta["finalizers"] = [finalizer]
         return self
 
+    def held(self, reason: str, message: str) -> Self:
+        """Carrying ``sluicegate.dev/Dispatched=False`` with ``reason`` and ``message``, as the
+        gate controller writes it."""
+        self._obj["status"].setdefault("conditions", []).append(
+            {"type": keys.CONDITION, "status": "False", "reason": reason, "message": message}
+        )
+        return self
+
     def unschedulable(self, message: str) -> Self:
         self._obj["status"].setdefault("conditions", []).append(
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}

@@ -214,3 +214,16 @@ def test_the_cli_decides_with_the_nodes_it_read_as_the_controller_does() -> None
     assert stand(replace(big, nodes=nodes)).queue_rows()[0].never == 1
     (unknown,) = stand(big).lineup()
     assert unknown.state == RELEASING
+
+
+def test_a_pod_whose_release_the_api_server_refused_is_held_saying_so_and_the_pod_behind_it_goes_next() -> None:
+    """Only the controller saw the refusal; the CLI reads it from the pod's condition and
+    decides as the controller does: the refused pod holds nothing, the next one goes."""
+    words = ('the API server refused to release it: Pod "a" is invalid: metadata.annotations: '
+             "Too long: must have at most 262144 bytes")
+    refused = pod("a", "train").gated().held("ReleaseRefused", words)
+    behind = pod("b", "train", at=1).gated()
+    lineup = stand(seen(refused, behind, queues=(MakeQueue("train").max_running(1),))).lineup()
+    entries = {entry.name: entry for entry in lineup}
+    assert (entries["a"].reason, entries["a"].state, entries["a"].message) == ("ReleaseRefused", HELD, words)
+    assert entries["b"].state == RELEASING
