@@ -22,8 +22,8 @@ object) and no write for it was dropped (``Explainer.forgotten``). Only ``QueueP
 message changes without its reason, is looked at every time; a ``NoNodeFits`` workload is
 looked at again when the node inventory or its queue's node pool is a new object (a node came,
 went or changed; the Queue changed), and its message is rewritten when it no longer matches.
-So a cycle's cost in pods is that of what changed, not of every pending pod; ``incremental=False`` looks at every pod, and a
-property test holds the two equal.
+So a cycle's cost in pods is that of what changed, not of every pending pod;
+``incremental=False`` looks at every pod, and a property test holds the two equal.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ class Describer:
                 answer = answer or waiting.answer(key)
                 wanted = conditions.waiting(*answer)
                 self.explainer.want(found, wanted)  # its words go in the held annotation, no event
-            current[key] = _Settled(reason, never, tuple(managed.get(u) for u in uids), nodes, pool) if done else None
+            pods = tuple(managed.get(u) for u in uids)
+            current[key] = _Settled(reason, never, pods, nodes, pool) if done else None
         for left in members.keys() - current.keys():  # released, deleted, or regrouped
             for uid in members.pop(left):
                 _forget(uid, left, owner, first_pending)

@@ -131,9 +131,9 @@ async def remove_gate(
     release's own ``stamp``: then an earlier attempt whose answer was lost removed it
     (``RELEASED``: the caller counts each of its releases once, whatever the network did).
     A 422 whose test held (the pod still has the gate list and annotations map the patch was
-    built for) is the API server refusing the pod itself, e.g. annotations grown past its
-    256 KiB with the stamp: ``Refused``, with its words. Raises ``ApiError`` or ``Unreachable`` for failures worth retrying later (throttling, the
-    server's trouble).
+    built for) is the API server refusing the pod itself, e.g. annotations grown past its 256
+    KiB with the stamp: ``Refused``, with its words. Raises ``ApiError`` or ``Unreachable`` for
+    failures worth retrying later (throttling, the server's trouble).
     """
     path = PODS.path(name, namespace=namespace)
     current = list(gates)

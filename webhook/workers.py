@@ -157,8 +157,9 @@ class Workers:
 
     async def _start(self, worker: int) -> asyncio.subprocess.Process:
         self.file(worker).unlink(missing_ok=True)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "webhook", *worker_argv(self.argv, worker, self.share), env=self.environment)
+        argv = worker_argv(self.argv, worker, self.share)
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "webhook", *argv,
+                                                       env=self.environment)
         self.running[worker] = process
         return process
 

@@ -81,8 +81,10 @@ def test_the_no_node_fits_words_follow_a_node_that_comes_and_the_queues_pool_as_
     assert (told["reason"], told["message"]) == (
         "NoNodeFits", f"needs 16 nvidia.com/gpu on one node; the largest node of {where} has 12")
 
-    scene.patch("queues", queue, {"nodePool": {"matchLabels": {"e2e.sluicegate.dev/pool": f"{scene.id}-none"}}})
-    told = scene.wait_condition(namespace, "huge00", lambda c: "-none" in c["message"], "NoNodeFits, new pool")
+    elsewhere = {"matchLabels": {"e2e.sluicegate.dev/pool": f"{scene.id}-none"}}
+    scene.patch("queues", queue, {"nodePool": elsewhere})
+    told = scene.wait_condition(namespace, "huge00", lambda c: "-none" in c["message"],
+                                "NoNodeFits, new pool")
     assert (told["reason"], told["message"]) == (
         "NoNodeFits", f"no node is in queue {queue}'s node pool (e2e.sluicegate.dev/pool={scene.id}-none)")
     assert gated(scene, namespace, "huge00")

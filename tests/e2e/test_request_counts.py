@@ -137,7 +137,7 @@ def test_a_release_the_api_server_refuses_is_tried_once_and_the_pod_waits_saying
     # One refused gate patch and one that passed, whatever the conditions cost.
     assert (grew["pod writes"], grew["events"]) == (2, 0), grew
     held = scene.get("pod", "crowded00", namespace)["metadata"]["annotations"][keys.HELD_ANNOTATION]
-    assert held == f"QueuePaused: queue {one} is paused", "the words that fit stay; the condition says the rest"
+    assert held == f"QueuePaused: queue {one} is paused", "the words that fit stay"
     assert controller_sample(running, "sluicegate_releases_total", queue=one) == released_before + 1
 
     scene.finish(namespace, "next00")

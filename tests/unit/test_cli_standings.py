@@ -216,7 +216,7 @@ def test_the_cli_decides_with_the_nodes_it_read_as_the_controller_does() -> None
     assert unknown.state == RELEASING
 
 
-def test_a_pod_whose_release_the_api_server_refused_is_held_saying_so_and_the_pod_behind_it_goes_next() -> None:
+def test_a_pod_whose_release_the_api_server_refused_is_held_saying_so_and_the_one_behind_goes() -> None:
     """Only the controller saw the refusal; the CLI reads it from the pod's condition and
     decides as the controller does: the refused pod holds nothing, the next one goes."""
     words = ('the API server refused to release it: Pod "a" is invalid: metadata.annotations: '

@@ -201,7 +201,9 @@ def pooled(pool: str) -> Catalog:
                    teams={"vision": MakeTeam("vision").model()})
 
 
-async def test_a_no_node_fits_message_follows_the_nodes_and_the_queues_pool_as_they_change(world: World) -> None:
+async def test_a_no_node_fits_message_follows_the_nodes_and_the_queues_pool_as_they_change(
+    world: World,
+) -> None:
     """``NoNodeFits`` stays the reason while its words change: a bigger node that is still too
     small, a queue moved to another pool. The settled pod is looked at again and told anew."""
     world.catalog = pooled("a100")
