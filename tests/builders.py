@@ -546,9 +546,11 @@ def snapshot(
     now: float = T0,
     extra: Iterable[Workload] = (),
     nodes: Iterable[MakeNode | Node] | None = None,
+    refusals: Mapping[str, str] | None = None,
 ) -> Snapshot:
     """A snapshot of ``pods`` (made into workloads) plus ``extra`` workloads at time ``now``;
-    ``nodes`` None leaves the nodes unknown (every pod fits)."""
+    ``nodes`` None leaves the nodes unknown (every pod fits); ``refusals``: pod uid -> why the
+    API server refused to release it."""
     qs = [q.model() if isinstance(q, MakeQueue) else q for q in queues]
     ts = [t.model() if isinstance(t, MakeTeam) else t for t in teams]
     pol = policy.model() if isinstance(policy, MakePolicy) else (policy or Policy())
@@ -560,6 +562,7 @@ def snapshot(
         now=now,
         nodes=None if nodes is None else Inventory(n.model() if isinstance(n, MakeNode) else n
                                                    for n in nodes),
+        refusals=dict(refusals or {}),
     )
 
 

@@ -34,7 +34,7 @@ def _check_annotations(obj: Obj) -> None:
     if sum(len(k.encode()) + len(v.encode()) for k, v in notes.items()) > ANNOTATION_BYTES:
         name = obj["metadata"]["name"]
         raise ApiError(422, "Invalid", f'Pod "{name}" is invalid: metadata.annotations: Too long: '
-                                       f"must have at most {ANNOTATION_BYTES} bytes")
+                                       f"may not be more than {ANNOTATION_BYTES} bytes")
 
 
 @dataclass

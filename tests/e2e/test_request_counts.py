@@ -25,7 +25,7 @@ from benchmarks import counting
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
 from policy import keys
-from tests.e2e.conftest import eventually
+from tests.e2e.conftest import STANDBY, eventually
 from tests.e2e.scenes import HELD_SECONDS, Scene
 
 SYSTEM = "e2e-counts"
@@ -89,11 +89,15 @@ RESYNC_SECONDS = 10.0  # the controller's default --resync-seconds: a cycle runs
 
 
 def controller_sample(running: LocalSluicegate, name: str, **labels: str) -> float:
-    port = running.port("controller", "metrics")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+    """The sum of ``name`` with ``labels`` over both controller replicas (either may lead)."""
+    total = 0.0
+    for replica in ("controller", STANDBY.name):
+        port = running.port(replica, "metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        total += sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                     if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+    return total
 
 
 def test_a_release_the_api_server_refuses_is_tried_once_and_the_pod_waits_saying_why(

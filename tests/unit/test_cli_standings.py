@@ -220,7 +220,7 @@ def test_a_pod_whose_release_the_api_server_refused_is_held_saying_so_and_the_on
     """Only the controller saw the refusal; the CLI reads it from the pod's condition and
     decides as the controller does: the refused pod holds nothing, the next one goes."""
     words = ('the API server refused to release it: Pod "a" is invalid: metadata.annotations: '
-             "Too long: must have at most 262144 bytes")
+             "Too long: may not be more than 262144 bytes")
     refused = pod("a", "train").gated().held("ReleaseRefused", words)
     behind = pod("b", "train", at=1).gated()
     lineup = stand(seen(refused, behind, queues=(MakeQueue("train").max_running(1),))).lineup()

@@ -253,7 +253,7 @@ async def test_a_pod_whose_release_the_api_server_refuses_waits_saying_why_and_b
     reason, message = said(world, "crowded")
     assert reason == "ReleaseRefused"
     assert message == ('the API server refused to release it: Pod "crowded" is invalid: '
-                       f"metadata.annotations: Too long: must have at most {ANNOTATION_BYTES} bytes")
+                       f"metadata.annotations: Too long: may not be more than {ANNOTATION_BYTES} bytes")
     assert world.api.writes["gate", "crowded"] == 1, "tried once, not every cycle"
     assert releases(world) == 1, "only the pod that was released is counted"
     assert gauge(world, "sluicegate_queue_waiting_workloads", queue="train", reason="ReleaseRefused") == 1
