@@ -43,7 +43,7 @@ from policy.creators import (
 )
 from policy.fields import Obj
 from policy.guarding import guard
-from policy.judging import check_written_keys, judge, resolve_presets, written_by_sluicegate
+from policy.judging import check_written_keys, judge, written_by_sluicegate
 from policy.merging import apply_presets, dict_at, main_container_index, preset_steps, thaw
 from policy.model import Namespace
 from policy.patching import diff
@@ -417,23 +417,43 @@ def _update_owner(
     catalog: Catalog,
     path: tuple[str, ...],
     classes: PriorityClasses,
-) -> Deny | None:
-    """A changed pod template of an owner (a CronJob's is mutable, a suspended Job's in part)
-    may not come to preempt, managed or not: its next pods would be refused one by one, out of
-    sight."""
-    template = fields.at(request.object, path)
+) -> Decision | None:
+    """A changed pod template of an owner (a Deployment's or StatefulSet's on every rollout, a
+    CronJob's, a suspended Job's in part) is judged again, as at CREATE: its next pods would
+    otherwise be refused one by one, out of sight of whoever applied it. It is judged as the
+    person its stamp names (only they, or a trusted controller, may change it: ``guarding``);
+    a template that carries no stamp yet (an object older than Sluicegate's webhooks) is judged
+    as the account that changes it, and stamped with it. None when the template did not change."""
+    obj = request.object
+    template = fields.at(obj, path)
     old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
     if not namespace.opted_in or template == old:
         return None
-    try:
-        managed = is_managed(template, catalog)
-    except UNREADABLE:
-        return None  # the pods' CREATE refuses what cannot be read, with the field's path
-    presets: tuple[Preset, ...] | Deny = ()
+    where = "".join(f"{p}." for p in path)
+    managed = _managed(template, catalog, where)
+    if isinstance(managed, Deny):
+        return managed
+    raw = fields.string_map(fields.obj(template.get("metadata")).get("annotations")).get(
+        keys.SUBMITTER_ANNOTATION
+    )
+    submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
+    presets: tuple[Preset, ...] = ()
+    warnings: tuple[str, ...] = ()
     if managed:
-        notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
-        presets = resolve_presets(notes, namespace, catalog)
-    return _template_preempting(request, template, () if isinstance(presets, Deny) else presets, classes)
+        if catalog.closed is not None:
+            return _closed(catalog)
+        judgement = judge(namespace, catalog, template, submitter, where)
+        if isinstance(judgement, Deny):
+            return judgement
+        presets, warnings = judgement.presets, judgement.warnings
+    preempting = _template_preempting(request, template, presets, classes)
+    if preempting is not None:
+        return preempting
+    if raw is not None:
+        return Admit(warnings=warnings)
+    out = thaw(obj)
+    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+    return Admit(diff(obj, out), warnings)
 
 
 # --- preemption -----------------------------------------------------------------------------

@@ -174,6 +174,9 @@ DEFAULT_STARVATION_SECONDS = 600
 DEFAULT_TRUSTED_CONTROLLERS = (
     "system:serviceaccount:kube-system:job-controller",
     "system:serviceaccount:kube-system:cronjob-controller",
+    "system:serviceaccount:kube-system:deployment-controller",
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
 )
 
 

@@ -446,6 +446,55 @@ class MakeJob(_Builder):
         )
 
 
+class MakeDeployment(_Builder):
+    """An apps/v1 Deployment of ``replicas`` pods of ``template``; with ``kind`` a StatefulSet or
+    a ReplicaSet of the same shape."""
+
+    def __init__(
+        self,
+        template: Obj,
+        *,
+        namespace: str = "vision-ml",
+        name: str = "notebook",
+        replicas: int = 2,
+        kind: str = "Deployment",
+    ) -> None:
+        labels = {"app": name}
+        shaped = copy.deepcopy(template)
+        shaped.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+        super().__init__(
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": shaped},
+            }
+        )
+
+    def owned_by(self, kind: Kind, name: str, uid: str = "") -> Self:
+        """A controller ownerReference, as the deployment controller writes on a ReplicaSet."""
+        self._meta["ownerReferences"] = [
+            {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": uid or f"uid-{name}",
+             "controller": True}
+        ]
+        return self
+
+    def replica(self, pod_name: str) -> Obj:
+        """A pod its controller creates from its template: named, owned by it."""
+        obj = self.obj()
+        pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(obj["spec"]["template"])}
+        pod["metadata"] = {
+            **pod.get("metadata", {}),
+            "name": pod_name,
+            "namespace": obj["metadata"]["namespace"],
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": obj["kind"], "name": obj["metadata"]["name"],
+                 "uid": f"uid-{obj['metadata']['name']}", "controller": True}
+            ],
+        }
+        return pod
+
+
 class MakePreset(_Builder):
     """A Preset that sets nothing, with the replace strategy. Its ``pod_label`` and
     ``pod_annotation`` are what it writes on pods; ``label`` and ``annotation`` are its own."""

@@ -151,7 +151,8 @@ def _webhooks() -> list[tuple[str, dict[str, Any]]]:
     return [(o["kind"], w) for o in objects("admission") for w in o["webhooks"]]
 
 
-STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev")
+STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev",
+                "apps.validate.sluicegate.dev")
 ELSEWHERE = "pods-elsewhere.validate.sluicegate.dev"
 SPARED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "sluicegate-system"]
 
@@ -160,7 +161,8 @@ def test_every_webhook_fails_closed_and_only_the_mark_checks_reach_namespaces_no
     hooks = _webhooks()
     assert [w["name"] for _, w in hooks] == [
         "pods.mutate.sluicegate.dev", "jobs.mutate.sluicegate.dev", "cronjobs.mutate.sluicegate.dev",
-        "pods.validate.sluicegate.dev", *STAMP_CHECKS, ELSEWHERE,
+        "apps.mutate.sluicegate.dev", "pods.validate.sluicegate.dev", *STAMP_CHECKS[:2], ELSEWHERE,
+        STAMP_CHECKS[2],
     ]
     for kind, hook in hooks:
         assert hook["failurePolicy"] == "Fail"
@@ -197,7 +199,7 @@ def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_st
             assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 4
 
 
-def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
+def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -> None:
     rules = {w["name"]: [(r["apiGroups"], r["resources"], r["operations"]) for r in w["rules"]]
              for _, w in _webhooks()}
     assert rules == {
@@ -209,6 +211,10 @@ def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
         "jobs.validate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.validate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
         ELSEWHERE: [([""], ["pods"], ["CREATE", "UPDATE"]), ([""], ["pods/status"], ["UPDATE"])],
+        "apps.mutate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
+                                        ["CREATE", "UPDATE"])],
+        "apps.validate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
+                                          ["CREATE", "UPDATE"])],
     }
 
 
