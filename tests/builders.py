@@ -15,9 +15,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Self
 
 from policy import keys, marks
+from policy.devices import Devices
 from policy.inventory import Inventory
 from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
 from policy.placing import Node
@@ -167,6 +169,23 @@ class MakePod(_Builder):
             {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": f"uid-{name}",
              "controller": controller}
         )
+        return self
+
+    def devices(self, own: Mapping[str, int] | None = None, **shared: Mapping[str, int]) -> Self:
+        """What admission found its DRA claims count as: ``own`` (claims from templates) and
+        each shared ResourceClaim by name (the annotation ``sluicegate.dev/devices``)."""
+        counted = Devices(
+            MappingProxyType({k: v * 1000 for k, v in (own or {}).items()}),
+            MappingProxyType({name: MappingProxyType({k: v * 1000 for k, v in amounts.items()})
+                              for name, amounts in shared.items()}),
+        )
+        return self.annotation(keys.DEVICES_ANNOTATION, counted.to_annotation())
+
+    def claim(self, name: str, *, template: str = "", claim: str = "") -> Self:
+        """An entry of ``spec.resourceClaims``: a ResourceClaimTemplate's or a ResourceClaim's."""
+        entry = {"name": name, "resourceClaimTemplateName": template} if template else {
+            "name": name, "resourceClaimName": claim}
+        self._spec.setdefault("resourceClaims", []).append(entry)
         return self
 
     def mirror(self, node: str = "gpu-node-1") -> Self:

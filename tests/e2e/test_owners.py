@@ -131,7 +131,7 @@ def test_dmitris_deployment_naming_a_queue_his_team_may_not_use_is_refused_at_ap
     project: Project,
 ) -> None:
     notebooks, preset = notebook_project(project)
-    project.grant(users=("dmitri",), groups=())
+    project.grant(users=("alice", "bob", "dmitri"))
     nb = deployment("dmitri-nb", preset, labels={keys.QUEUE_LABEL: notebooks})
     wait_until_the_webhook_knows(project, "bob", nb, "vision-devs")
     refusal = project.user("dmitri", "nlp-devs").fails("apply", "-f", "-", input=json.dumps(nb))

@@ -47,12 +47,14 @@ def test_no_rbac_rule_uses_wildcards_or_touches_secrets() -> None:
             assert "secrets" not in rule["resources"], obj["metadata"]["name"]
 
 
-def test_the_webhook_reads_our_kinds_namespaces_jobs_and_priority_classes_and_asks_access_reviews() -> None:
+def test_the_webhook_reads_our_kinds_namespaces_jobs_priority_classes_and_claims_and_asks_access_reviews(
+) -> None:
     grants = _grants(_rules("ClusterRole", "sluicegate-webhook"))
     reads = {(g, r, v) for g, r in [("sluicegate.dev", k) for k in ("queues", "teams", "presets", "policies")]
              + [("", "namespaces"), ("batch", "jobs")] for v in ("get", "list", "watch")}
     watches = {("scheduling.k8s.io", "priorityclasses", v) for v in ("list", "watch")}
-    assert grants == reads | watches | {("authorization.k8s.io", "subjectaccessreviews", "create")}
+    claims = {("resource.k8s.io", r, "get") for r in ("resourceclaims", "resourceclaimtemplates")}
+    assert grants == reads | watches | claims | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 
 
 def test_the_controller_may_patch_pods_and_their_status_but_never_create_or_delete_them() -> None:
