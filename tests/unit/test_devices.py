@@ -16,7 +16,7 @@ from policy.patching import apply
 from policy.pods import Pod
 from policy.reviews import Admit, Deny
 from tests.admission_world import run, vision_catalog
-from tests.builders import MakePod, MakePolicy, MakeQueue, create, snapshot
+from tests.builders import MakeNode, MakePod, MakePolicy, MakeQueue, create, snapshot
 
 GPU = keys.GPU_RESOURCE
 MIG = "nvidia.com/mig-1g.10gb"
@@ -169,3 +169,15 @@ def test_a_mig_profile_the_policy_manages_makes_a_pod_managed() -> None:
     decision = run(create(pod, "alice"), catalog=catalog)
     assert isinstance(decision, Admit)
     assert apply(pod, decision.patch)["spec"]["schedulingGates"] == [{"name": keys.GATE}]
+
+
+def test_devices_are_no_nodes_allocatable_so_a_node_without_gpu_resources_still_fits() -> None:
+    """A cluster that hands out GPUs through DRA only has no nvidia.com/gpu in any node's
+    allocatable: the pod is released (kube-scheduler places its devices), not NoNodeFits; what
+    it asks beyond its devices is still compared with the nodes."""
+    node = MakeNode("dra-1")
+    dra = MakePod("ml", "dra").queue("a").team("t").devices({GPU: 2}).gated()
+    too_big = MakePod("ml", "big").queue("a").team("t").requests(cpu="64").devices({GPU: 2}).gated()
+    decision = dispatch(snapshot([dra, too_big], [MakeQueue("a")], nodes=[node]))
+    assert [w.key for w in decision.release] == ["ml/dra"]
+    assert decision.waiting["ml/big"].reason is Reason.NO_NODE_FITS
