@@ -23,6 +23,7 @@ from typing import Any
 
 from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing
 from policy import fields, keys
+from policy.devices import Devices, requests_with_devices
 from policy.fields import InvalidObject
 from policy.pods import Submitter, pod_requests
 from policy.quantities import QuantityError, format_amount
@@ -100,13 +101,21 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(c.get("type")): c for c in map(fields.obj, status.get("conditions") or ())}
 
 
-def _requests(spec: Mapping[str, Any]) -> str:
-    """What the pod asks for, as kube-scheduler counts it."""
+def _requests(spec: Mapping[str, Any], notes: Mapping[str, Any]) -> str:
+    """What the pod asks for, as quotas count it: as kube-scheduler counts its containers, and
+    what admission found its DRA claims count as (``policy.devices``), said apart."""
+    raw = notes.get(keys.DEVICES_ANNOTATION)
     try:
-        asked = pod_requests(spec)
+        devices = Devices.from_annotation(raw if isinstance(raw, str) else None, keys.DEVICES_ANNOTATION)
+        asked = requests_with_devices(pod_requests(spec), devices)
     except (InvalidObject, QuantityError):
         return "unreadable"
-    return ", ".join(f"{format_amount(v, k)} {k}" for k, v in sorted(asked.items()) if v) or "nothing"
+    said = ", ".join(f"{format_amount(v, k)} {k}" for k, v in sorted(asked.items()) if v) or "nothing"
+    claimed = devices.total
+    if claimed:
+        said += " (" + ", ".join(f"{format_amount(v, k)} {k}" for k, v in sorted(claimed.items())) + \
+            " through DRA claims)"
+    return said
 
 
 def _hold(entry: Entry, standing: Standing) -> Hold:
@@ -182,7 +191,8 @@ def _facts(f: _Facts) -> list[tuple[str, str]]:
         groups = ", ".join(sorted(g for g in f.submitter.groups if g != "system:authenticated"))
         who = f.submitter.user + (f" (groups: {groups})" if groups else "")
     out = [("Pod", f"{f.namespace}/{f.name}"), ("Submitter", who), ("Queue", f.queue or "-"),
-           ("Team", f.team or "-"), ("Presets", f.presets or "none"), ("Requests", _requests(f.spec))]
+           ("Team", f.team or "-"), ("Presets", f.presets or "none"),
+           ("Requests", _requests(f.spec, f.notes))]
     workflow = f.labels.get(keys.WORKFLOW_LABEL)
     if workflow:
         limit = f.notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION)

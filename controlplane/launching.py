@@ -28,7 +28,7 @@ from typing import Any
 from controlplane import building, components
 from controlplane.components import Ports
 from controlplane.extenders import SchedulerExtender
-from controlplane.nodes import gpu_nodes
+from controlplane.nodes import device_class, gpu_nodes, resource_slice
 from controlplane.processes import STOP_SECONDS, Layout, log_tail, stop
 from process import kubeyaml
 
@@ -174,12 +174,17 @@ class LocalCluster:
         self._wait("kube-controller-manager", self._default_service_account)
 
     def _create_nodes(self) -> None:
-        """Create the fake nodes: ``kubectl create`` (one request per node, where ``apply`` makes
-        two), in a few batches at once. A node kept from the last run (``keep_state``) is left as
-        it is. Measured on 2 busy cores: about 18 nodes a second either way, so 512 nodes take
-        about half a minute to create and ten seconds more to be Ready."""
+        """Create the fake nodes, their ResourceSlices and the DeviceClass: ``kubectl create``
+        (one request per object, where ``apply`` makes two), in a few batches at once. An object
+        kept from the last run (``keep_state``) is left as it is. Measured on 2 busy cores: about
+        18 nodes a second either way, so 512 nodes took about half a minute to create and ten
+        seconds more to be Ready (before each node had a ResourceSlice beside it: one more
+        object per node)."""
         nodes = gpu_nodes(self.nodes, self.gpus_per_node)
-        batches = [nodes[i::NODE_BATCHES] for i in range(min(NODE_BATCHES, len(nodes)))]
+        # Each node's GPUs as DRA devices too (controlplane/nodes.py), beside the node.
+        objects = [device_class(), *nodes,
+                   *(resource_slice(n["metadata"]["name"], self.gpus_per_node) for n in nodes)]
+        batches = [objects[i::NODE_BATCHES] for i in range(min(NODE_BATCHES, len(objects)))]
 
         def create(batch: list[dict[str, Any]]) -> None:
             done = self.kubectl("create", "-f", "-", input=kubeyaml.dump_all(batch), check=False)

@@ -62,3 +62,8 @@ CORE_EVENTS: Final = Resource("", "v1", "events", "Event", namespaced=True)
 CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 CATALOG: Final = (QUEUES, TEAMS, PRESETS, POLICIES)
 """Sluicegate's own kinds, each a CustomResourceDefinition named ``<plural>.<group>``."""
+RESOURCE_CLAIMS: Final = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True)
+RESOURCE_CLAIM_TEMPLATES: Final = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True
+)
+"""Dynamic Resource Allocation: what a pod's ``spec.resourceClaims`` name (``policy.devices``)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 from policy import fields, keys, marks, priorities
@@ -41,9 +42,10 @@ from policy.creators import (
     submitter_of,
     untrusted_stamp,
 )
+from policy.devices import NO_DEVICES, Devices, pod_devices, requests_with_devices
 from policy.fields import Obj
 from policy.guarding import guard
-from policy.judging import check_written_keys, judge, resolve_presets, written_by_sluicegate
+from policy.judging import check_written_keys, judge, written_by_sluicegate
 from policy.merging import apply_presets, dict_at, main_container_index, preset_steps, thaw
 from policy.model import Namespace
 from policy.patching import diff
@@ -53,6 +55,10 @@ from policy.priorities import PriorityClasses
 from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Request
 from policy.shapes import check_request
 from policy.validating import problems
+
+Claims = Mapping[tuple[str, str], Obj | None]
+"""The DRA claims a pod names, by ``(kind, name)`` (``policy.devices.pod_devices``)."""
+NO_CLAIMS: Final[Claims] = MappingProxyType({})
 
 ANNOTATION_BYTES: Final = 256 * 1024
 """The API server's bound on a pod's annotations, keys and values together."""
@@ -71,6 +77,7 @@ def review(
     may_release: bool = False,
     owner_creator: Submitter | None = None,
     classes: PriorityClasses = fields.EMPTY_OBJ,
+    claims: Claims = NO_CLAIMS,
 ) -> Decision:
     """Decide on one admission request.
 
@@ -82,6 +89,8 @@ def review(
     asks the API server with a SubjectAccessReview; False when it names none).
     ``owner_creator`` is who created the pod's controller owner, when the webhook knows it.
     ``classes`` are the cluster's PriorityClasses by name, as far as the webhook knows them.
+    ``claims`` are the DRA claims a pod names, as the webhook read them (``policy.devices``:
+    by kind and name, a ResourceClaim's spec or a template's claim spec, None when missing).
 
     Raises ``MalformedReview`` for a request of a shape no API server sends.
     """
@@ -94,7 +103,7 @@ def review(
     check_request(request)
     if request.operation is Operation.CREATE:
         if request.kind == POD:
-            return _create_pod(request, namespace, catalog, now, owner_creator, classes)
+            return _create_pod(request, namespace, catalog, now, owner_creator, classes, claims)
         if request.kind in OWNER_TEMPLATES:
             return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind], classes)
     if request.operation is Operation.UPDATE and request.user != controller:
@@ -109,11 +118,12 @@ def review(
 # --- the facts every rule reads -------------------------------------------------------------
 
 
-def is_managed(shape: Obj, catalog: Catalog) -> bool:
+def is_managed(shape: Obj, catalog: Catalog, devices: Devices = NO_DEVICES) -> bool:
     """A pod (or pod template) is managed when it names a queue or presets or asks for a
-    managed resource. Raises ``InvalidObject`` when its resource quantities cannot be read."""
+    managed resource, its DRA ``devices`` included. Raises ``InvalidObject`` when its resource
+    quantities cannot be read."""
     # Read first, so a pod that names a queue never gets in with quantities no one can read.
-    requests = pod_requests(fields.obj(shape.get("spec")))
+    requests = requests_with_devices(pod_requests(fields.obj(shape.get("spec"))), devices)
     meta = fields.obj(shape.get("metadata"))
     if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
         return True
@@ -122,9 +132,9 @@ def is_managed(shape: Obj, catalog: Catalog) -> bool:
     return any(amount > 0 and catalog.manages(name) for name, amount in requests.items())
 
 
-def _managed(shape: Obj, catalog: Catalog, where: str) -> bool | Deny:
+def _managed(shape: Obj, catalog: Catalog, where: str, devices: Devices = NO_DEVICES) -> bool | Deny:
     try:
-        return is_managed(shape, catalog)
+        return is_managed(shape, catalog, devices)
     except UNREADABLE as e:
         return Deny(f"{where}spec.{e}")
 
@@ -146,6 +156,7 @@ def _create_pod(
     now: datetime,
     owner_creator: Submitter | None,
     classes: PriorityClasses,
+    claims: Claims,
 ) -> Decision:
     pod = request.object
     if is_mirror_pod(request):
@@ -155,7 +166,10 @@ def _create_pod(
         # namespace opts in: refused as on any other pod.
         elsewhere = submitter_of(request, catalog.policy)
         return elsewhere if isinstance(elsewhere, Deny) else _unmanaged(pod, elsewhere)
-    managed = _managed(pod, catalog, "")
+    devices = pod_devices(fields.obj(pod.get("spec")), claims, catalog.policy.device_classes)
+    if isinstance(devices, str):
+        return Deny(devices)
+    managed = _managed(pod, catalog, "", devices)
     if isinstance(managed, Deny):
         return managed
     submitter = submitter_of(request, catalog.policy, owner_creator)
@@ -175,7 +189,7 @@ def _create_pod(
     stamp = existing if existing is not None and marks.fresh(existing, now) else marks.admitted_at(now)
     sealed = notes.get(keys.SEAL_ANNOTATION)
     judgement = judge(namespace, catalog, _unsealed(pod) if sealed is not None else pod, submitter,
-                      stamp=stamp)
+                      stamp=stamp, devices=devices.to_annotation() if devices else None)
     if isinstance(judgement, Deny):
         return judgement
     out = _merged(pod, judgement.presets)
@@ -417,23 +431,43 @@ def _update_owner(
     catalog: Catalog,
     path: tuple[str, ...],
     classes: PriorityClasses,
-) -> Deny | None:
-    """A changed pod template of an owner (a CronJob's is mutable, a suspended Job's in part)
-    may not come to preempt, managed or not: its next pods would be refused one by one, out of
-    sight."""
-    template = fields.at(request.object, path)
+) -> Decision | None:
+    """A changed pod template of an owner (a Deployment's or StatefulSet's on every rollout, a
+    CronJob's, a suspended Job's in part) is judged again, as at CREATE: its next pods would
+    otherwise be refused one by one, out of sight of whoever applied it. It is judged as the
+    person its stamp names (only they, or a trusted controller, may change it: ``guarding``);
+    a template that carries no stamp yet (an object older than Sluicegate's webhooks) is judged
+    as the account that changes it, and stamped with it. None when the template did not change."""
+    obj = request.object
+    template = fields.at(obj, path)
     old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
     if not namespace.opted_in or template == old:
         return None
-    try:
-        managed = is_managed(template, catalog)
-    except UNREADABLE:
-        return None  # the pods' CREATE refuses what cannot be read, with the field's path
-    presets: tuple[Preset, ...] | Deny = ()
+    where = "".join(f"{p}." for p in path)
+    managed = _managed(template, catalog, where)
+    if isinstance(managed, Deny):
+        return managed
+    raw = fields.string_map(fields.obj(template.get("metadata")).get("annotations")).get(
+        keys.SUBMITTER_ANNOTATION
+    )
+    submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
+    presets: tuple[Preset, ...] = ()
+    warnings: tuple[str, ...] = ()
     if managed:
-        notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
-        presets = resolve_presets(notes, namespace, catalog)
-    return _template_preempting(request, template, () if isinstance(presets, Deny) else presets, classes)
+        if catalog.closed is not None:
+            return _closed(catalog)
+        judgement = judge(namespace, catalog, template, submitter, where)
+        if isinstance(judgement, Deny):
+            return judgement
+        presets, warnings = judgement.presets, judgement.warnings
+    preempting = _template_preempting(request, template, presets, classes)
+    if preempting is not None:
+        return preempting
+    if raw is not None:
+        return Admit(warnings=warnings)
+    out = thaw(obj)
+    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+    return Admit(diff(obj, out), warnings)
 
 
 # --- preemption -----------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Once a pod exists, removing the scheduling gate would release it without dispatch, and changing
 its queue, team, submitter or group would move it past the checks its CREATE passed. Only the
 controller's service account may do either; ``admitting.review`` calls ``guard`` for everyone
-else. The same holds for the pod template of an owner (a suspended Job's template can change).
+else. The same holds for the keys Sluicegate writes on the pod template of an owner; the keys
+users write there (queue, presets, workflow, group) may change with the rest of the template,
+which admission then judges again as at CREATE.
 
 A stamped Job or CronJob belongs to the person its stamp names: its pods run, and count, as
 theirs. So anyone else (but a trusted controller) is refused any change to its spec that
@@ -89,6 +91,11 @@ def guard(
         for key in sorted({*before, *after}):
             if not key.startswith(keys.PREFIX) or before.get(key) == after.get(key):
                 continue
+            if request.kind != POD and (
+                key in (keys.USER_LABELS if field == "labels" else keys.USER_ANNOTATIONS)
+                or _stamps_itself(request, field, key, before, after)
+            ):
+                continue  # a template's own choices: judged again as a whole (``admitting``)
             if key not in before:
                 change = "added to"
             elif key not in after:
@@ -100,6 +107,18 @@ def guard(
                 f"controller may change {keys.PREFIX} labels and annotations"
             )
     return Admit(release=release)
+
+
+def _stamps_itself(request: Request, field: str, key: str, before: Obj, after: Obj) -> bool:
+    """The submitter stamp added to an owner's template that had none, naming the account that
+    changes it: admission stamps an unstamped template when it changes (``admitting``), and the
+    final check sees that stamp as added. An unstamped owner is anyone's with RBAC to change."""
+    return (
+        field == "annotations"
+        and key == keys.SUBMITTER_ANNOTATION
+        and key not in before
+        and after.get(key) == request.creator.to_annotation()
+    )
 
 
 def _someone_elses(request: Request) -> Deny | None:

@@ -64,17 +64,20 @@ class Inventory:
         name = queue.name if pool is not None and queue is not None else ""
         scope, top = self._scope(name, pool)
         placement = pod.placement
+        # Devices asked through DRA claims are no node's allocatable: kube-scheduler places
+        # them from ResourceSlices, and a node's fit for them is Kubernetes' to judge.
+        requests = pod.node_requests
         if top is not None and placement is NO_PLACEMENT:
-            for resource, need in pod.requests.items():
+            for resource, need in requests.items():
                 if need > top.get(resource, 0):
                     break
             else:
                 return None
-        key = (name, placement, tuple(pod.requests.items()))
+        key = (name, placement, tuple(requests.items()))
         answers = self._answers
         if key in answers:
             return answers[key]
-        why = answers[key] = _judge(self.nodes, pool, scope, placement, pod.requests)
+        why = answers[key] = _judge(self.nodes, pool, scope, placement, requests)
         return why
 
     def _scope(self, name: str, pool: Selector | None) -> tuple[str, Mapping[str, int] | None]:

@@ -47,11 +47,13 @@ def judge(
     submitter: Submitter,
     where: str = "",
     stamp: str | None = None,
+    devices: str | None = None,
 ) -> Judgement | Deny:
     """Run every check on a managed pod or pod template; ``where`` prefixes field paths.
 
     ``stamp`` is the admission stamp a pod gets; a template gets none (each of its pods is
-    stamped at its own CREATE).
+    stamped at its own CREATE). ``devices`` is what a pod's DRA claims count as
+    (``policy.devices``), written when they count for anything.
     """
     meta = fields.obj(shape.get("metadata"))
     labels = fields.string_map(meta.get("labels"))
@@ -85,6 +87,8 @@ def judge(
         written_notes[keys.APPLIED_PRESETS_ANNOTATION] = ",".join(p.name for p in presets)
     if stamp is not None:
         written_notes[keys.ADMITTED_AT_ANNOTATION] = stamp
+    if devices is not None:
+        written_notes[keys.DEVICES_ANNOTATION] = devices
     bypass = check_written_keys(labels, notes, written_labels, written_notes, person.submitter)
     if bypass is not None:
         return bypass

@@ -49,6 +49,10 @@ ADMITTED_AT_ANNOTATION: Final = "sluicegate.dev/admitted-at"
 """When admission admitted the pod: RFC 3339 in UTC with microseconds
 (``2026-11-30T10:04:30.123456Z``). FIFO order inside a queue uses it, because
 ``creationTimestamp`` has one-second resolution."""
+DEVICES_ANNOTATION: Final = "sluicegate.dev/devices"
+"""What the pod's DRA ResourceClaims count as in quotas, by the Policy's ``deviceClasses``:
+``{"pod": {"nvidia.com/gpu": "2"}, "claims": {"<shared ResourceClaim>": {...}}}``, written by
+admission when they count for anything (``policy.devices``)."""
 HELD_ANNOTATION: Final = "sluicegate.dev/held"
 """Why the pod was last held: the reason and message of its last ``Dispatched=False`` condition
 (``QueueLimit: queue vision-train: 8/8 running``), written by the controller in the same request
@@ -104,6 +108,9 @@ NODE_USER_PREFIX: Final = "system:node:"
 NODES_GROUP: Final = "system:nodes"
 JOB_CONTROLLER: Final = "system:serviceaccount:kube-system:job-controller"
 CRONJOB_CONTROLLER: Final = "system:serviceaccount:kube-system:cronjob-controller"
+DEPLOYMENT_CONTROLLER: Final = "system:serviceaccount:kube-system:deployment-controller"
+REPLICASET_CONTROLLER: Final = "system:serviceaccount:kube-system:replicaset-controller"
+STATEFULSET_CONTROLLER: Final = "system:serviceaccount:kube-system:statefulset-controller"
 CONTROLLER_MANAGER: Final = "system:kube-controller-manager"
 SERVICE_ACCOUNT_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"

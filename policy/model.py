@@ -174,6 +174,9 @@ DEFAULT_STARVATION_SECONDS = 600
 DEFAULT_TRUSTED_CONTROLLERS = (
     "system:serviceaccount:kube-system:job-controller",
     "system:serviceaccount:kube-system:cronjob-controller",
+    "system:serviceaccount:kube-system:deployment-controller",
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
 )
 
 
@@ -188,6 +191,9 @@ class Policy:
     starvation_seconds: int = DEFAULT_STARVATION_SECONDS
     trusted_controllers: tuple[str, ...] = DEFAULT_TRUSTED_CONTROLLERS
     workflow_labels: tuple[str, ...] = ()
+    device_classes: Mapping[str, str] = field(default_factory=lambda: fields.NO_STRINGS)
+    """DRA: a DeviceClass name and the quota resource each device of it counts as
+    (``policy.devices``)."""
 
     @classmethod
     def parse(cls, obj: Obj) -> Policy:
@@ -214,6 +220,7 @@ class Policy:
                 else fields.strings(trusted, f"{where}.trustedControllers")
             ),
             workflow_labels=fields.strings(spec.get("workflowLabels"), f"{where}.workflowLabels"),
+            device_classes=fields.labels(spec.get("deviceClasses"), f"{where}.deviceClasses"),
         )
 
 

@@ -11,8 +11,11 @@ from types import MappingProxyType
 
 from policy import fields, keys
 from policy.affinity import NO_PLACEMENT, Placement
+from policy.devices import Devices, requests_with_devices
 from policy.fields import InvalidObject, Obj
-from policy.quantities import EMPTY, Resources, add, maximum
+from policy.quantities import EMPTY, Resources, add, maximum, subtract
+
+_NO_CLAIMS: Mapping[str, Resources] = MappingProxyType({})
 
 
 class Phase(StrEnum):
@@ -139,6 +142,11 @@ class Pod:
     condition_reason: str = ""  # the reason of the Dispatched condition as last written
     deleting: bool = False  # metadata.deletionTimestamp is set (a finalizer may keep it a while)
     placement: Placement = NO_PLACEMENT  # its node selector, required node affinity, tolerations
+    shared_claims: Mapping[str, Resources] = field(default_factory=lambda: _NO_CLAIMS)
+    """The shared ResourceClaims it names and what each counts as, already in ``requests``:
+    a workload counts each once (``policy.devices``)."""
+    devices: Resources = field(default_factory=lambda: EMPTY)
+    """What its DRA claims count as (``policy.devices``), included in ``requests``."""
 
     @property
     def key(self) -> str:
@@ -165,6 +173,14 @@ class Pod:
         return self.phase.terminal
 
     @property
+    def node_requests(self) -> Resources:
+        """What it asks of a node's allocatable: its requests without its DRA devices, which
+        kube-scheduler places from ResourceSlices."""
+        if not self.devices:
+            return self.requests
+        return {name: amount for name, amount in subtract(self.requests, self.devices).items() if amount > 0}
+
+    @property
     def withdrawn(self) -> bool:
         """Deleted while it waits: it has left its queue, though a finalizer may keep it a while.
         Such a pod is never released and counts for nothing (``marks.counts_for_dispatch``)."""
@@ -185,8 +201,10 @@ class Pod:
             elif cond.get("type") == keys.CONDITION:
                 condition_reason = cond.get("reason") or ""
         phase = status.get("phase") or "Pending"
+        notes = fields.string_map(meta.get("annotations"))
         try:
-            requests = pod_requests(spec)
+            devices = Devices.from_annotation(notes.get(keys.DEVICES_ANNOTATION), keys.DEVICES_ANNOTATION)
+            requests = requests_with_devices(pod_requests(spec), devices)
         except InvalidObject as e:
             raise InvalidObject(f"{where}: {e}") from e
         try:
@@ -213,6 +231,8 @@ class Pod:
             condition_reason=condition_reason,
             deleting=meta.get("deletionTimestamp") is not None,
             placement=placement,
+            shared_claims=devices.shared,
+            devices=devices.total,
         )
 
 

@@ -83,6 +83,9 @@ class Kind:
 POD: Final = Kind("", "v1", "Pod")
 JOB: Final = Kind("batch", "v1", "Job")
 CRONJOB: Final = Kind("batch", "v1", "CronJob")
+DEPLOYMENT: Final = Kind("apps", "v1", "Deployment")
+REPLICASET: Final = Kind("apps", "v1", "ReplicaSet")
+STATEFULSET: Final = Kind("apps", "v1", "StatefulSet")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +112,28 @@ OWNERS: Final[Mapping[Kind, OwnerKind]] = MappingProxyType({
         JOB,
         frozenset({keys.CRONJOB_CONTROLLER, keys.CONTROLLER_MANAGER}),
     ),
+    # A notebook or a service: the deployment controller creates a ReplicaSet from
+    # spec.template, the stamp included, one per version of the template; the ReplicaSet
+    # controller then creates the pods (the next row). A ReplicaSet created by hand is judged
+    # at its own CREATE like any owner.
+    DEPLOYMENT: OwnerKind(
+        ("spec", "template"),
+        REPLICASET,
+        frozenset({keys.DEPLOYMENT_CONTROLLER, keys.CONTROLLER_MANAGER}),
+    ),
+    REPLICASET: OwnerKind(
+        ("spec", "template"), POD, frozenset({keys.REPLICASET_CONTROLLER, keys.CONTROLLER_MANAGER})
+    ),
+    STATEFULSET: OwnerKind(
+        ("spec", "template"), POD, frozenset({keys.STATEFULSET_CONTROLLER, keys.CONTROLLER_MANAGER})
+    ),
 })
 """Owner kinds whose CREATE admission also judges, one row each.
 
 An object whose controller owner is one of these takes the submitter stamped on the template,
 but only when it is of the row's ``creates`` kind, one of the row's controllers created it, and
 the Policy trusts that account. Adding a kind (JobSet, an Argo Workflow, a PyTorchJob) is one
-row here and one rule in the webhook configuration.
+row here and one rule in the webhook configuration (``manifests/admission``).
 """
 
 OWNER_TEMPLATES: Final[Mapping[Kind, tuple[str, ...]]] = MappingProxyType(

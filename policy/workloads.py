@@ -8,7 +8,7 @@ from dataclasses import replace
 from policy import fields, keys
 from policy.model import State, Workload
 from policy.pods import Pod
-from policy.quantities import total
+from policy.quantities import Resources, subtract, total
 
 
 def state_of(pods: Iterable[Pod]) -> State:
@@ -53,6 +53,20 @@ def _disagreement(pods: tuple[Pod, ...]) -> str:
     return ""
 
 
+def _requests(pods: tuple[Pod, ...]) -> Resources:
+    """The requests of the live pods, each shared ResourceClaim counted once however many of
+    them name it (``policy.devices``)."""
+    live = [p for p in pods if not p.terminal]
+    out = total(p.requests for p in live)
+    seen: set[str] = set()
+    for pod in live:
+        for name, amounts in pod.shared_claims.items():
+            if name in seen:
+                out = subtract(out, amounts)
+            seen.add(name)
+    return out
+
+
 def workload_of(key: str, pods: tuple[Pod, ...], surplus: str = "") -> Workload:
     """The workload of ``pods`` (one pod, or every pod of a group).
 
@@ -69,7 +83,7 @@ def workload_of(key: str, pods: tuple[Pod, ...], surplus: str = "") -> Workload:
         team=first.team,
         pods=pods,
         state=state_of(pods),
-        requests=total(p.requests for p in pods if not p.terminal),
+        requests=_requests(pods),
         priority=max(p.priority for p in pods),
         created=first.created,
         workflow=f"{first.namespace}/{workflow}" if workflow else "",

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policy import patching
-from policy.admitting import review
+from policy.admitting import NO_CLAIMS, Claims, review
 from policy.catalog import Catalog
 from policy.model import Namespace
 from policy.pods import Submitter
@@ -121,6 +121,7 @@ def run(
     may_release: bool = False,
     owner_creator: Submitter | None = None,
     classes: PriorityClasses = MappingProxyType({}),
+    claims: Claims = NO_CLAIMS,
 ) -> Decision:
     """Review ``request`` in the vision world (or the namespace and catalog given) at ``now``,
     with the cluster's PriorityClasses ``classes`` (none by default)."""
@@ -133,6 +134,7 @@ def run(
         may_release=may_release,
         owner_creator=owner_creator,
         classes=classes,
+        claims=claims,
     )
 
 

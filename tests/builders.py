@@ -15,9 +15,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Self
 
 from policy import keys, marks
+from policy.devices import Devices
 from policy.inventory import Inventory
 from policy.model import Namespace, Policy, Queue, Snapshot, Team, Workload
 from policy.placing import Node
@@ -167,6 +169,23 @@ class MakePod(_Builder):
             {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": f"uid-{name}",
              "controller": controller}
         )
+        return self
+
+    def devices(self, own: Mapping[str, int] | None = None, **shared: Mapping[str, int]) -> Self:
+        """What admission found its DRA claims count as: ``own`` (claims from templates) and
+        each shared ResourceClaim by name (the annotation ``sluicegate.dev/devices``)."""
+        counted = Devices(
+            MappingProxyType({k: v * 1000 for k, v in (own or {}).items()}),
+            MappingProxyType({name: MappingProxyType({k: v * 1000 for k, v in amounts.items()})
+                              for name, amounts in shared.items()}),
+        )
+        return self.annotation(keys.DEVICES_ANNOTATION, counted.to_annotation())
+
+    def claim(self, name: str, *, template: str = "", claim: str = "") -> Self:
+        """An entry of ``spec.resourceClaims``: a ResourceClaimTemplate's or a ResourceClaim's."""
+        entry = {"name": name, "resourceClaimTemplateName": template} if template else {
+            "name": name, "resourceClaimName": claim}
+        self._spec.setdefault("resourceClaims", []).append(entry)
         return self
 
     def mirror(self, node: str = "gpu-node-1") -> Self:
@@ -452,6 +471,55 @@ class MakeJob(_Builder):
                 "spec": {"backoffLimit": 2, "template": copy.deepcopy(template)},
             }
         )
+
+
+class MakeDeployment(_Builder):
+    """An apps/v1 Deployment of ``replicas`` pods of ``template``; with ``kind`` a StatefulSet or
+    a ReplicaSet of the same shape."""
+
+    def __init__(
+        self,
+        template: Obj,
+        *,
+        namespace: str = "vision-ml",
+        name: str = "notebook",
+        replicas: int = 2,
+        kind: str = "Deployment",
+    ) -> None:
+        labels = {"app": name}
+        shaped = copy.deepcopy(template)
+        shaped.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+        super().__init__(
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": shaped},
+            }
+        )
+
+    def owned_by(self, kind: Kind, name: str, uid: str = "") -> Self:
+        """A controller ownerReference, as the deployment controller writes on a ReplicaSet."""
+        self._meta["ownerReferences"] = [
+            {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": uid or f"uid-{name}",
+             "controller": True}
+        ]
+        return self
+
+    def replica(self, pod_name: str) -> Obj:
+        """A pod its controller creates from its template: named, owned by it."""
+        obj = self.obj()
+        pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(obj["spec"]["template"])}
+        pod["metadata"] = {
+            **pod.get("metadata", {}),
+            "name": pod_name,
+            "namespace": obj["metadata"]["namespace"],
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": obj["kind"], "name": obj["metadata"]["name"],
+                 "uid": f"uid-{obj['metadata']['name']}", "controller": True}
+            ],
+        }
+        return pod
 
 
 class MakePreset(_Builder):

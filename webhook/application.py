@@ -20,7 +20,16 @@ from prometheus_client import CollectorRegistry
 from kube.connecting import KubeError
 from process.probes import Readiness, probe_app
 from webhook.metrics import AdmissionMetrics
-from webhook.reviewing import Authorizer, BadReview, Classes, Owners, Reviewer, Source, Webhook
+from webhook.reviewing import (
+    Authorizer,
+    BadReview,
+    ClaimSource,
+    Classes,
+    Owners,
+    Reviewer,
+    Source,
+    Webhook,
+)
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -68,13 +77,16 @@ def build_app(
     authorizer: Authorizer | None = None,
     owners: Owners | None = None,
     classes: Classes | None = None,
+    claims: ClaimSource | None = None,
 ) -> web.Application:
     """``authorizer`` answers whether a user may release a queue by hand; without one no one may.
     ``owners`` answers who created a pod's Job; without it a Job's stamp is taken as it is.
     ``classes`` gives the cluster's PriorityClasses; without it a pod template's class is not
-    judged at its owner's CREATE (each pod's own CREATE still is)."""
+    judged at its owner's CREATE (each pod's own CREATE still is). ``claims`` reads the DRA
+    claims a pod names; without it a pod's claims are taken as missing when the Policy maps a
+    DeviceClass."""
     metrics = metrics if metrics is not None else AdmissionMetrics()
-    reviewer = Reviewer(source, settings.controller, metrics, authorizer, owners, classes)
+    reviewer = Reviewer(source, settings.controller, metrics, authorizer, owners, classes, claims)
 
     def endpoint(webhook: Webhook) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:

@@ -22,7 +22,7 @@ from policy import admitting, fields, keys
 from policy.catalog import Catalog
 from policy.fields import InvalidObject
 from policy.guarding import release_queue
-from policy.model import Namespace
+from policy.model import Namespace, Policy
 from policy.patching import escape
 from policy.pods import Submitter
 from policy.priorities import PriorityClasses
@@ -74,6 +74,12 @@ class Classes(Protocol):
     running server."""
 
     def classes(self) -> PriorityClasses: ...
+
+
+class ClaimSource(Protocol):
+    """The DRA claims a pod names: ``webhook.claims.ClaimReader`` in a running server."""
+
+    async def claims(self, request: Request, namespace: str, policy: Policy) -> admitting.Claims: ...
 
 
 class Authorizer(Protocol):
@@ -156,6 +162,7 @@ class Reviewer:
         authorizer: Authorizer | None = None,
         owners: Owners | None = None,
         classes: Classes | None = None,
+        claims: ClaimSource | None = None,
     ) -> None:
         self.source = source
         self.controller = controller
@@ -163,6 +170,7 @@ class Reviewer:
         self.authorizer = authorizer
         self.owners = owners
         self.classes = classes
+        self.claims = claims
 
     async def _may_release(self, review: Review) -> bool:
         """Asked only when the request removes a gate; without an authorizer no one may."""
@@ -183,11 +191,16 @@ class Reviewer:
         owner_creator = None
         if self.owners is not None and namespace.opted_in:
             owner_creator = await self.owners.creator(request, review.namespace)
+        catalog = self.source.catalog()
+        claims = admitting.NO_CLAIMS
+        if self.claims is not None and namespace.opted_in:
+            claims = await self.claims.claims(request, review.namespace, catalog.policy)
         try:
             decision = admitting.review(
-                request, namespace, self.source.catalog(), controller=self.controller,
+                request, namespace, catalog, controller=self.controller,
                 now=datetime.now(UTC), may_release=may_release, owner_creator=owner_creator,
                 classes=self.classes.classes() if self.classes is not None else fields.EMPTY_OBJ,
+                claims=claims,
             )
         except MalformedReview as e:  # a shape no API server sends
             raise BadReview(f"AdmissionReview.request: {e}") from None

@@ -22,6 +22,7 @@ from process.serving import Servers, run
 from process.signals import stopped
 from webhook import workers
 from webhook.application import build_app, operations_app
+from webhook.claims import ClaimReader
 from webhook.metrics import AdmissionMetrics
 from webhook.owners import JobCreators
 from webhook.priorityclasses import ClusterPriorityClasses
@@ -69,7 +70,8 @@ async def serve(settings: Settings) -> None:
     metrics = AdmissionMetrics()
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
-    app = build_app(settings, cache, metrics, AccessReviews(connection), owners, classes)
+    app = build_app(settings, cache, metrics, AccessReviews(connection), owners, classes,
+                    ClaimReader(connection))
     if worker:
         _named(app, worker)
     else:

@@ -15,11 +15,13 @@ import pytest
 
 from policy.reviews import CRONJOB, JOB, Admit, Deny, Kind
 from tests.admission_world import JOB_CONTROLLER, SLUICEGATE, run, vision_catalog
-from tests.builders import MakeJob, MakeNamespace, MakePod, MakePolicy, update
+from tests.builders import MakeJob, MakeNamespace, MakePod, MakePolicy, MakeQueue, update
 
 CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
 NLP = MakeNamespace("nlp-research").team("nlp").model()
 Change = Callable[[dict[str, Any]], None]
+URGENT = vision_catalog(queues=[MakeQueue("urgent-retrain").priority(100).access(groups=["ml-oncall"]).obj()])
+"""The world with carol's queue: a changed template is judged again, as at CREATE."""
 
 
 def carols_job(image: str = "retrain:1") -> dict[str, Any]:
@@ -194,4 +196,4 @@ def test_editing_another_users_stamped_cronjob_template_is_refused_with_whose_it
         "its pod template) and only they may change what it runs or how much "
         "(spec.jobTemplate.spec.template): its pods run and count as user carol's; create a CronJob "
         "of your own instead. Anyone allowed to edit it may still suspend it (spec.suspend: true)")
-    assert run(update(olgas, edited, "carol", "ml-oncall", kind=CRONJOB), NLP) == Admit()
+    assert run(update(olgas, edited, "carol", "ml-oncall", kind=CRONJOB), NLP, URGENT) == Admit()

@@ -47,12 +47,14 @@ def test_no_rbac_rule_uses_wildcards_or_touches_secrets() -> None:
             assert "secrets" not in rule["resources"], obj["metadata"]["name"]
 
 
-def test_the_webhook_reads_our_kinds_namespaces_jobs_and_priority_classes_and_asks_access_reviews() -> None:
+def test_the_webhook_reads_our_kinds_namespaces_jobs_priority_classes_and_claims_and_asks_access_reviews(
+) -> None:
     grants = _grants(_rules("ClusterRole", "sluicegate-webhook"))
     reads = {(g, r, v) for g, r in [("sluicegate.dev", k) for k in ("queues", "teams", "presets", "policies")]
              + [("", "namespaces"), ("batch", "jobs")] for v in ("get", "list", "watch")}
     watches = {("scheduling.k8s.io", "priorityclasses", v) for v in ("list", "watch")}
-    assert grants == reads | watches | {("authorization.k8s.io", "subjectaccessreviews", "create")}
+    claims = {("resource.k8s.io", r, "get") for r in ("resourceclaims", "resourceclaimtemplates")}
+    assert grants == reads | watches | claims | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 
 
 def test_the_controller_may_patch_pods_and_their_status_but_never_create_or_delete_them() -> None:
@@ -151,7 +153,8 @@ def _webhooks() -> list[tuple[str, dict[str, Any]]]:
     return [(o["kind"], w) for o in objects("admission") for w in o["webhooks"]]
 
 
-STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev")
+STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev",
+                "apps.validate.sluicegate.dev")
 ELSEWHERE = "pods-elsewhere.validate.sluicegate.dev"
 SPARED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "sluicegate-system"]
 
@@ -160,7 +163,8 @@ def test_every_webhook_fails_closed_and_only_the_mark_checks_reach_namespaces_no
     hooks = _webhooks()
     assert [w["name"] for _, w in hooks] == [
         "pods.mutate.sluicegate.dev", "jobs.mutate.sluicegate.dev", "cronjobs.mutate.sluicegate.dev",
-        "pods.validate.sluicegate.dev", *STAMP_CHECKS, ELSEWHERE,
+        "apps.mutate.sluicegate.dev", "pods.validate.sluicegate.dev", *STAMP_CHECKS[:2], ELSEWHERE,
+        STAMP_CHECKS[2],
     ]
     for kind, hook in hooks:
         assert hook["failurePolicy"] == "Fail"
@@ -197,7 +201,7 @@ def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_st
             assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 4
 
 
-def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
+def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -> None:
     rules = {w["name"]: [(r["apiGroups"], r["resources"], r["operations"]) for r in w["rules"]]
              for _, w in _webhooks()}
     assert rules == {
@@ -209,6 +213,10 @@ def test_the_webhooks_intercept_pods_jobs_and_cronjobs_as_agreed() -> None:
         "jobs.validate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.validate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
         ELSEWHERE: [([""], ["pods"], ["CREATE", "UPDATE"]), ([""], ["pods/status"], ["UPDATE"])],
+        "apps.mutate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
+                                        ["CREATE", "UPDATE"])],
+        "apps.validate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
+                                          ["CREATE", "UPDATE"])],
     }
 
 
