@@ -356,17 +356,19 @@ class GateController:
         yield None
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
-        outside = yield from self.describer.strays(strays.values())
-        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        outside, outside_since = yield from self.describer.strays(strays.values())
+        waiting, since, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
         for labels, count in outside.items():
             waiting[labels] = waiting.get(labels, 0) + count
+        for labels, created in outside_since.items():
+            since[labels] = min(since.get(labels, created), created)
         unplaceable, placing_due = yield from self.describer.released(managed, mono)
         del pending  # the cycle's large containers are let go one per step, not all at its end
         yield None
         pods = len(managed)
         del managed, strays
         yield None
-        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
+        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible(), since)
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         self.freezer.changed(self.snapshots.built)

@@ -79,25 +79,33 @@ class Describer:
         self._unplaceable_since.clear()
         self._event_at.clear()
 
-    def strays(self, strays: Iterable[ManagedPod]) -> Steps[Counter[tuple[str, str]]]:
+    def strays(
+        self, strays: Iterable[ManagedPod]
+    ) -> Steps[tuple[Counter[tuple[str, str]], dict[tuple[str, str], float]]]:
         """Gated pods whose namespace left their team: they say so (written once, not per cycle:
         ``Explainer.want`` skips a pod that already carries the condition); the count by queue
-        and reason, for the waiting gauge, so an alert can see them."""
+        and reason, and the creation time of the oldest, for the waiting gauges, so an alert
+        can see them."""
         counts: Counter[tuple[str, str]] = Counter()
+        oldest: dict[tuple[str, str], float] = {}
         for n, stray in enumerate(strays):
             if n % FEW == 0:
                 yield None
-            counts[(stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)] += 1
+            labels = (stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)
+            counts[labels] += 1
+            oldest[labels] = min(oldest.get(labels, stray.pod.created), stray.pod.created)
             self.explainer.want(stray, conditions.outside_team(stray.pod))
-        return counts
+        return counts, oldest
 
     def pending(
         self, pending: Mapping[str, Workload], waiting: Waiting, managed: Mapping[str, ManagedPod],
         mono: float,
-    ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
+    ) -> Steps[tuple[dict[tuple[str, str], int], dict[tuple[str, str], float], float]]:
         """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
-        and when the next pod becomes due for an explanation."""
+        the creation time of the oldest workload by queue and reason, and when the next pod
+        becomes due for an explanation."""
         counts: Counter[tuple[str, str]] = Counter()
+        oldest: dict[tuple[str, str], float] = {}
         after = self.settings.explain_after_seconds
         due = math.inf
         first_pending, members, owner = self._first_pending, self._members, self._owner
@@ -110,7 +118,9 @@ class Describer:
             w = pending.get(key)
             if w is None:
                 continue
-            counts[(w.queue, reason.value)] += 1
+            labels = (w.queue, reason.value)
+            counts[labels] += 1
+            oldest[labels] = min(oldest.get(labels, w.created), w.created)
             was = settled.get(key)
             if (self.incremental and was is not None and was.reason is reason and was.never == never
                     and reason is not keys.Reason.QUEUE_PAUSED and _same(w, was, managed, forgotten)):
@@ -149,7 +159,7 @@ class Describer:
             for uid in members.pop(left):
                 _forget(uid, left, owner, first_pending)
         self._settled = {k: s for k, s in current.items() if s is not None}
-        return dict(counts), due
+        return dict(counts), oldest, due
 
     def released(
         self, managed: Mapping[str, ManagedPod], mono: float

@@ -65,6 +65,11 @@ class ControllerMetrics:
                                   ["queue"])
         self.queue_waiting = gauge("sluicegate_queue_waiting_workloads",
                                    "Pending workloads by queue and the reason they wait", ["queue", "reason"])
+        self.queue_oldest_waiting = gauge(
+            "sluicegate_queue_oldest_waiting_age_seconds",
+            "Age of the oldest pending workload, by queue and the reason it waits (gated pods whose "
+            "namespace left its team included, as NamespaceLeftTeam); a series only while some "
+            "workload waits for that reason", ["queue", "reason"])
         self.queue_impossible = gauge("sluicegate_impossible_workloads",
                                       "Pending workloads that can never run under what exists now "
                                       "(each asks for more than a quota allows by itself, or no node "

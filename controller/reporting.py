@@ -78,7 +78,11 @@ class Reporter:
     # --- gauges ---------------------------------------------------------------------------
 
     def update(self, figures: Figures, waiting: Mapping[tuple[str, str], int], unplaceable: Counter[str],
-               now: float, impossible: Mapping[str, int]) -> None:
+               now: float, impossible: Mapping[str, int],
+               waiting_since: Mapping[tuple[str, str], float] | None = None) -> None:
+        """The gauges from a cycle: ``waiting`` counts pending workloads by (queue, reason),
+        gated strays (``NamespaceLeftTeam``) included; ``waiting_since`` gives the creation time
+        of the oldest of each."""
         self._figures = figures
         m = self.metrics
         tally = figures.tally
@@ -89,6 +93,8 @@ class Reporter:
         m.queue_oldest.replace({(q,): 0.0 if u.oldest_pending is None else max(0.0, now - u.oldest_pending)
                                 for q, u in tally.queues.items()})
         m.queue_waiting.replace({labels: float(n) for labels, n in waiting.items()})
+        m.queue_oldest_waiting.replace({labels: max(0.0, now - created)
+                                        for labels, created in (waiting_since or {}).items()})
         m.queue_impossible.replace({(q,): impossible.get(q, 0)
                                    for q in {*figures.queue_status, *tally.queues, *impossible}})
         teams = set(tally.teams) | set(figures.teams) | set(figures.team_status)

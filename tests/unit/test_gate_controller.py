@@ -404,6 +404,32 @@ async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(worl
     waiting = world.controller.metrics.registry.get_sample_value(
         "sluicegate_queue_waiting_workloads", {"queue": "train", "reason": "NamespaceLeftTeam"})
     assert waiting == 1
+    # with its age, which the gated-too-long alert reads: it is held until an admin acts
+    age = world.controller.metrics.registry.get_sample_value(
+        "sluicegate_queue_oldest_waiting_age_seconds", {"queue": "train", "reason": "NamespaceLeftTeam"})
+    assert age is not None and age > 0
+
+
+async def test_the_oldest_age_is_kept_by_reason_so_a_sweep_at_its_own_limit_is_told_apart(world: World) -> None:
+    """A sweep's trials waiting on their own workflow limit since long ago, a group not all
+    present, and a pod held by the queue's limit since later: each reason has its own oldest
+    age, so an alert can read the policy holds alone."""
+    sweep = [gated_pod(f"t{i}", created=i).workflow("sweep", 1) for i in range(3)]
+    group = [gated_pod("g0", created=5).group("pair", 2)]
+    held = [gated_pod(f"q{i}", created=100 + i) for i in range(3)]
+    world.submit(*sweep, *group, *held)
+    world.controller.cycle()
+    await world.settle()
+
+    def age(reason: str) -> float:
+        value = world.controller.metrics.registry.get_sample_value(
+            "sluicegate_queue_oldest_waiting_age_seconds", {"queue": "train", "reason": reason})
+        assert value is not None, reason
+        return value
+
+    assert world.released() == {"t0", "q0"}
+    assert round(age("WorkflowLimit") - age("QueueLimit")) == 101 - 1  # t1 against q1
+    assert round(age("GroupIncomplete") - age("QueueLimit")) == 101 - 5
 
 
 async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: World) -> None:
