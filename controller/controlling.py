@@ -368,7 +368,8 @@ class GateController:
         pods = len(managed)
         del managed, strays
         yield None
-        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible(), since)
+        self.reporter.update(figures, waiting, unplaceable.pods, now, decision.waiting.impossible(), since,
+                             unplaceable.workloads)
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         self.freezer.changed(self.snapshots.built)

@@ -40,6 +40,15 @@ from controller.settings import Settings
 from policy import keys
 from policy.model import Workload
 from policy.waiting import Waiting
+from policy.workloads import group_key
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """Released pods that wait for Kubernetes to place them, by queue, and their workloads."""
+
+    pods: Counter[str]
+    workloads: Counter[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,7 @@ class Describer:
         """Each pod's workload, as last looked at (a pod that moved keeps its clock)."""
         self._settled: dict[str, _Settled] = {}
         self._unplaceable_since: dict[str, float] = {}
+        self._unscheduled_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
         self.looked_at = 0
         """Pending pods looked at, in all (the incremental walk's work, for tests and benchmarks)."""
@@ -77,6 +87,7 @@ class Describer:
         self._owner.clear()
         self._settled.clear()
         self._unplaceable_since.clear()
+        self._unscheduled_since.clear()
         self._event_at.clear()
 
     def strays(
@@ -163,11 +174,16 @@ class Describer:
 
     def released(
         self, managed: Mapping[str, ManagedPod], mono: float
-    ) -> Steps[tuple[Counter[str], float]]:
-        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
+    ) -> Steps[tuple[Unplaced, float]]:
+        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them (the
+        scheduler reports it cannot, or no scheduler has looked at the pod for
+        ``unscheduled_after_seconds``); the unplaced pods and workloads by queue."""
         unplaceable: Counter[str] = Counter()
+        workloads: dict[str, set[str]] = {}
         since_seen: dict[str, float] = {}
+        unscheduled_seen: dict[str, float] = {}
         after = self.settings.unplaceable_after_seconds
+        unscheduled_after = self.settings.unscheduled_after_seconds
         interval = self.settings.event_interval_seconds
         due = math.inf
         for n, (uid, found) in enumerate(managed.items()):
@@ -176,7 +192,14 @@ class Describer:
             pod = found.pod
             if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
                 continue
-            if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
+            refused = ""
+            if not pod.node_name and not pod.unschedulable and pod.unscheduled:
+                looked_for = unscheduled_seen[uid] = self._unscheduled_since.get(uid, mono)
+                if mono >= looked_for + unscheduled_after:
+                    refused = conditions.unscheduled(pod.unscheduled, mono - looked_for)
+                else:
+                    due = min(due, looked_for + unscheduled_after)
+            if pod.node_name or not (pod.unschedulable or refused):  # placed, or not refused
                 if not self.explainer.shows_dispatched(found):
                     wanted = conditions.for_released(found)
                     by_hand = not found.dispatched_by_sluicegate and not self.explainer.shows(
@@ -184,9 +207,10 @@ class Describer:
                     event = conditions.released_outside_dispatch(pod, wanted) if by_hand else None
                     self.explainer.want(found, wanted, event=event)
                 continue
-            wanted = conditions.for_released(found)
+            wanted = conditions.for_released(found, refused)
             current = self.explainer.current(found)
             unplaceable[pod.queue] += 1
+            workloads.setdefault(pod.queue, set()).add(group_key(pod) if pod.group else pod.key)
             since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
             if current == wanted:
                 continue
@@ -200,8 +224,9 @@ class Describer:
                 event = conditions.waiting_for_placement(pod, wanted)
             self.explainer.want(found, wanted, event=event)
         self._unplaceable_since = since_seen
+        self._unscheduled_since = unscheduled_seen
         self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
-        return unplaceable, due
+        return Unplaced(unplaceable, Counter({q: len(keys_) for q, keys_ in workloads.items()})), due
 
 
 def _same(w: Workload, was: _Settled, managed: Mapping[str, ManagedPod], forgotten: frozenset[str]) -> bool:

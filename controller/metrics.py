@@ -82,7 +82,13 @@ class ControllerMetrics:
                                 ["team", "resource"])
         self.unplaceable = gauge("sluicegate_dispatched_unplaceable_pods",
                                  "Pods released by dispatch that kube-scheduler reports it cannot place, "
-                                 "by queue", ["queue"])
+                                 "or that no scheduler has looked at for --unscheduled-after-seconds "
+                                 "(spec.schedulerName names no running scheduler), by queue", ["queue"])
+        self.unplaceable_workloads = gauge(
+            "sluicegate_dispatched_unplaceable_workloads",
+            "Running workloads (released, counted in sluicegate_queue_running_workloads) with a pod "
+            "that waits for Kubernetes to place it, by queue: running minus these is what runs",
+            ["queue"])
         self.cluster_running = Gauge("sluicegate_cluster_running_workloads",
                                      "Running workloads in the whole cluster", registry=r)
         self.cluster_pending = Gauge("sluicegate_cluster_pending_workloads",

@@ -79,7 +79,8 @@ class Reporter:
 
     def update(self, figures: Figures, waiting: Mapping[tuple[str, str], int], unplaceable: Counter[str],
                now: float, impossible: Mapping[str, int],
-               waiting_since: Mapping[tuple[str, str], float] | None = None) -> None:
+               waiting_since: Mapping[tuple[str, str], float] | None = None,
+               unplaceable_workloads: Mapping[str, int] | None = None) -> None:
         """The gauges from a cycle: ``waiting`` counts pending workloads by (queue, reason),
         gated strays (``NamespaceLeftTeam``) included; ``waiting_since`` gives the creation time
         of the oldest of each."""
@@ -103,6 +104,8 @@ class Reporter:
         m.team_usage.replace({(t, r): units(a)
                               for t, u in tally.teams.items() for r, a in u.requests.items()})
         m.unplaceable.replace({(q,): unplaceable.get(q, 0) for q in {*tally.queues, *unplaceable}})
+        unplaced = unplaceable_workloads or {}
+        m.unplaceable_workloads.replace({(q,): unplaced.get(q, 0) for q in {*tally.queues, *unplaced}})
         m.cluster_running.set(tally.cluster.running)
         m.cluster_pending.set(figures.cluster.pending)
 

@@ -461,3 +461,33 @@ async def test_a_second_cycle_with_nothing_changed_writes_nothing_to_a_pod_whose
     assert len(world.api.events) == events
     condition = world.api.condition(NS, "p0")
     assert condition is not None and condition["reason"] == "NamespaceLeftTeam"
+
+
+async def test_a_released_pod_no_scheduler_looks_at_counts_as_unplaceable_and_says_so() -> None:
+    """spec.schedulerName names a scheduler that does not run: the pod is never bound and no
+    scheduler reports it Unschedulable. Once no scheduler has looked at it for
+    --unscheduled-after-seconds it is dispatched-but-unplaceable, like one the scheduler
+    refuses, so the alert on those fires and the queue's running work is not taken as running."""
+    world = World(queue_of(2), replace(SETTINGS, unscheduled_after_seconds=0.0))
+    try:
+        world.submit(gated_pod("lost").scheduler("no-such-scheduler").scheduling_gated(),
+                     gated_pod("fine", created=1).scheduling_gated())
+        world.controller.cycle()
+        await world.settle()
+        assert world.released() == {"lost", "fine"}
+        world.api.pod(NS, "fine")["spec"]["nodeName"] = "gpu-node-1"  # kube-scheduler bound this one
+        world.api.version += 1
+        world.cache.sync()
+        world.controller.cycle()
+        await world.settle()
+
+        condition = world.api.condition(NS, "lost")
+        assert condition is not None and condition["status"] == "True"
+        assert condition["message"].startswith(keys.UNPLACEABLE + "no scheduler has looked at it")
+        assert "'no-such-scheduler'" in condition["message"]
+        registry = world.controller.metrics.registry
+        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_pods", {"queue": "train"}) == 1
+        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_workloads", {"queue": "train"}) == 1
+        assert registry.get_sample_value("sluicegate_queue_running_workloads", {"queue": "train"}) == 2
+    finally:
+        await world.controller.stop()
