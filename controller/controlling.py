@@ -60,6 +60,7 @@ from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
 from policy.membership import Membership, membership
 from policy.model import Nodes, Snapshot, State, Workload
+from policy.usage import reported_resources
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +370,9 @@ class GateController:
         del managed, strays
         yield None
         self.reporter.update(figures, waiting, unplaceable.pods, now, decision.waiting.impossible(), since,
-                             unplaceable.workloads)
+                             unplaceable.workloads,
+                             reported_resources(snapshot.queues.values(), snapshot.teams.values(),
+                                                snapshot.policy))
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         self.freezer.changed(self.snapshots.built)

@@ -491,3 +491,29 @@ async def test_a_released_pod_no_scheduler_looks_at_counts_as_unplaceable_and_sa
         assert registry.get_sample_value("sluicegate_queue_running_workloads", {"queue": "train"}) == 2
     finally:
         await world.controller.stop()
+
+
+async def test_usage_is_reported_only_for_resources_quotas_name_or_sluicegate_manages() -> None:
+    """A user asking for made-up extended resources (at zero, or not) adds no series: usage is
+    reported for the managed resources and those a quota names (here the queue's cpu)."""
+    catalog = Catalog(queues={"train": MakeQueue("train").quota(cpu="64").model()},
+                      teams={"vision": MakeTeam("vision").model()})
+    world = World(catalog)
+    try:
+        junk = gated_pod("junk")
+        for n in range(20):
+            junk.request(f"example.com/made-up-{n}", 0 if n % 2 else 1)
+        world.submit(junk.requests(cpu="2", memory="1Gi"))
+        world.controller.cycle()
+        await world.settle()
+        assert world.released() == {"junk"}
+
+        reported = {(s.labels["queue"], s.labels["resource"]): s.value
+                    for family in world.controller.metrics.registry.collect()
+                    if family.name in ("sluicegate_queue_usage",) for s in family.samples}
+        assert reported == {("train", keys.GPU_RESOURCE): 1, ("train", "cpu"): 2}
+        teams = {s.labels["resource"] for family in world.controller.metrics.registry.collect()
+                 if family.name == "sluicegate_team_usage" for s in family.samples}
+        assert teams == {keys.GPU_RESOURCE, "cpu"}
+    finally:
+        await world.controller.stop()
