@@ -358,7 +358,8 @@ class GateController:
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
         outside, outside_since = yield from self.describer.strays(strays.values())
-        waiting, since, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        held, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono)
+        waiting, since = held.counts, held.oldest
         for labels, count in outside.items():
             waiting[labels] = waiting.get(labels, 0) + count
         for labels, created in outside_since.items():
@@ -370,7 +371,7 @@ class GateController:
         del managed, strays
         yield None
         self.reporter.update(figures, waiting, unplaceable.pods, now, decision.waiting.impossible(), since,
-                             unplaceable.workloads,
+                             unplaceable.workloads, held.never_runs,
                              reported_resources(snapshot.queues.values(), snapshot.teams.values(),
                                                 snapshot.policy))
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)

@@ -44,6 +44,16 @@ from policy.workloads import group_key
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """Pending workloads by (queue, reason): how many, and the creation time of the oldest; and
+    those that can never run under what exists now by (queue, team, reason)."""
+
+    counts: dict[tuple[str, str], int]
+    oldest: dict[tuple[str, str], float]
+    never_runs: dict[tuple[str, str, str], int]
+
+
+@dataclass(frozen=True, slots=True)
 class Unplaced:
     """Released pods that wait for Kubernetes to place them, by queue, and their workloads."""
 
@@ -111,12 +121,12 @@ class Describer:
     def pending(
         self, pending: Mapping[str, Workload], waiting: Waiting, managed: Mapping[str, ManagedPod],
         mono: float,
-    ) -> Steps[tuple[dict[tuple[str, str], int], dict[tuple[str, str], float], float]]:
-        """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
-        the creation time of the oldest workload by queue and reason, and when the next pod
-        becomes due for an explanation."""
+    ) -> Steps[tuple[Held, float]]:
+        """Conditions of pending pods whose reason changed; what waits (``Held``), and when the
+        next pod becomes due for an explanation."""
         counts: Counter[tuple[str, str]] = Counter()
         oldest: dict[tuple[str, str], float] = {}
+        never_runs: Counter[tuple[str, str, str]] = Counter()
         after = self.settings.explain_after_seconds
         due = math.inf
         first_pending, members, owner = self._first_pending, self._members, self._owner
@@ -132,6 +142,8 @@ class Describer:
             labels = (w.queue, reason.value)
             counts[labels] += 1
             oldest[labels] = min(oldest.get(labels, w.created), w.created)
+            if never or reason is keys.Reason.NO_NODE_FITS:
+                never_runs[(w.queue, w.team, reason.value)] += 1
             was = settled.get(key)
             if (self.incremental and was is not None and was.reason is reason and was.never == never
                     and reason is not keys.Reason.QUEUE_PAUSED and _same(w, was, managed, forgotten)):
@@ -170,7 +182,7 @@ class Describer:
             for uid in members.pop(left):
                 _forget(uid, left, owner, first_pending)
         self._settled = {k: s for k, s in current.items() if s is not None}
-        return dict(counts), oldest, due
+        return Held(dict(counts), oldest, dict(never_runs)), due
 
     def released(
         self, managed: Mapping[str, ManagedPod], mono: float

@@ -75,6 +75,11 @@ class ControllerMetrics:
                                       "(each asks for more than a quota allows by itself, or no node "
                                       "could hold one of its pods: NoNodeFits), by queue",
                                       ["queue"])
+        self.impossible_causes = gauge(
+            "sluicegate_impossible_workloads_by_cause",
+            "Pending workloads that can never run under what exists now, by queue, team and reason "
+            "(the quota each exceeds by itself: QueueQuota, TeamQuota, GlobalQuota; or NoNodeFits); "
+            "a series only while such work waits", ["queue", "team", "reason"])
         self.team_pending = gauge("sluicegate_team_pending_workloads", "Pending workloads, by team", ["team"])
         self.team_running = gauge("sluicegate_team_running_workloads", "Running workloads, by team", ["team"])
         self.team_usage = gauge("sluicegate_team_usage",

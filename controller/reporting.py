@@ -82,6 +82,7 @@ class Reporter:
                now: float, impossible: Mapping[str, int],
                waiting_since: Mapping[tuple[str, str], float] | None = None,
                unplaceable_workloads: Mapping[str, int] | None = None,
+               never_runs: Mapping[tuple[str, str, str], int] | None = None,
                resources: AbstractSet[str] | None = None) -> None:
         """The gauges from a cycle: ``waiting`` counts pending workloads by (queue, reason),
         gated strays (``NamespaceLeftTeam``) included; ``waiting_since`` gives the creation time
@@ -102,6 +103,7 @@ class Reporter:
                                         for labels, created in (waiting_since or {}).items()})
         m.queue_impossible.replace({(q,): impossible.get(q, 0)
                                    for q in {*figures.queue_status, *tally.queues, *impossible}})
+        m.impossible_causes.replace({labels: float(n) for labels, n in (never_runs or {}).items()})
         teams = set(tally.teams) | set(figures.teams) | set(figures.team_status)
         m.team_pending.replace({(t,): figures.teams[t].pending if t in figures.teams else 0 for t in teams})
         m.team_running.replace({(t,): tally.team(t).running for t in teams})
