@@ -72,7 +72,7 @@ def world(monitored: tuple[LocalSluicegate, LocalPrometheus]) -> Iterator[Scene]
 
 def test_a_healthy_idle_cluster_fires_nothing(monitored: tuple[LocalSluicegate, LocalPrometheus]) -> None:
     _, prometheus = monitored
-    assert len(ALERTS) == 13
+    assert len(ALERTS) == 14
     prometheus.evaluated_after(time.time() + 2)
     assert prometheus.query('count(up{job="sluicegate"} == 1)')[0]["value"][1] == str(len(SERVICES))
     assert prometheus.alerts() == []  # neither firing nor pending: no expression is true
