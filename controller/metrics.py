@@ -15,8 +15,10 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-# A pod waits from well under a second (a free slot) to hours (a full queue).
-WAIT_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400)
+# A pod waits from well under a second (a free slot) to hours (a full queue), or days (a
+# paused queue, a sweep): the top buckets keep such waits in the quantiles.
+WAIT_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400,
+                       28800, 86400, 172800, 604800)
 # One cycle over a few thousand pods takes milliseconds; 100k pods take about a second.
 CYCLE_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 OPERATIONS: Final = ("ungate", "condition", "event", "status", "lease")

@@ -410,7 +410,9 @@ async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(worl
     assert age is not None and age > 0
 
 
-async def test_the_oldest_age_is_kept_by_reason_so_a_sweep_at_its_own_limit_is_told_apart(world: World) -> None:
+async def test_the_oldest_age_is_kept_by_reason_so_a_sweep_at_its_own_limit_is_told_apart(
+    world: World,
+) -> None:
     """A sweep's trials waiting on their own workflow limit since long ago, a group not all
     present, and a pod held by the queue's limit since later: each reason has its own oldest
     age, so an alert can read the policy holds alone."""
@@ -487,7 +489,8 @@ async def test_a_released_pod_no_scheduler_looks_at_counts_as_unplaceable_and_sa
         assert "'no-such-scheduler'" in condition["message"]
         registry = world.controller.metrics.registry
         assert registry.get_sample_value("sluicegate_dispatched_unplaceable_pods", {"queue": "train"}) == 1
-        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_workloads", {"queue": "train"}) == 1
+        workloads = {"queue": "train"}
+        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_workloads", workloads) == 1
         assert registry.get_sample_value("sluicegate_queue_running_workloads", {"queue": "train"}) == 2
     finally:
         await world.controller.stop()
@@ -517,3 +520,18 @@ async def test_usage_is_reported_only_for_resources_quotas_name_or_sluicegate_ma
         assert teams == {keys.GPU_RESOURCE, "cpu"}
     finally:
         await world.controller.stop()
+
+
+def test_a_wait_of_days_keeps_its_bucket_instead_of_falling_into_the_last() -> None:
+    """A paused queue or a long sweep waits days: the histogram tells two days from four hours."""
+    metrics = ControllerMetrics()
+    metrics.released("train", 2 * 86400)
+    metrics.released("train", 5 * 3600)
+
+    def below(le: str) -> float | None:
+        return metrics.registry.get_sample_value("sluicegate_wait_seconds_bucket", {"queue": "train", "le": le})
+
+    assert below("14400.0") == 0
+    assert below("28800.0") == 1
+    assert below("86400.0") == 1
+    assert below("172800.0") == 2
