@@ -76,7 +76,7 @@ def configuration(
     return {
         "global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL, "scrape_timeout": INTERVAL},
         "rule_files": [rule_file],
-        "scrape_configs": scrapes + [{
+        "scrape_configs": [*scrapes, {
             "job_name": JOB,
             "scheme": "http",
             "metrics_path": "/metrics",
@@ -105,7 +105,8 @@ def metrics_reader(user: str) -> list[dict[str, Any]]:
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
          "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
     ]
@@ -153,7 +154,8 @@ class LocalPrometheus:
         record(self.sluicegate.cluster.layout.root, NAME, self._proc.pid)
         (self.root / "address").write_text(self.url)
         try:
-            self._wait(f"all {len(targets)} targets and the API server scraped", lambda: self._scraped(len(targets)))
+            self._wait(f"all {len(targets)} targets and the API server scraped",
+                       lambda: self._scraped(len(targets)))
         except BaseException:
             self.down()
             raise

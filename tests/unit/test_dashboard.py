@@ -63,7 +63,8 @@ def test_the_api_servers_failed_calls_are_read_for_every_webhook_sluicegate_conf
     expr = {r["alert"]: r["expr"] for g in rules["spec"]["groups"] for r in g["rules"] if "alert" in r}
     calls = expr["SluicegateWebhookCallsFailing"]
     (pattern,) = set(re.findall(r'name=~"([^"]+)"', calls))
-    names = [w["name"] for d in documents(MANIFESTS / "admission" / "webhooks.yaml") for w in d.get("webhooks", ())]
+    names = [w["name"] for d in documents(MANIFESTS / "admission" / "webhooks.yaml")
+             for w in d.get("webhooks", ())]
     assert len(names) >= 7
     for name in names:
         assert re.fullmatch(pattern.replace("\\\\", "\\"), name), name

@@ -102,12 +102,14 @@ def test_the_api_server_is_scraped_over_tls_as_a_user_that_may_only_get_metrics(
     apiserver, sluicegate = config["scrape_configs"]
     assert apiserver["job_name"] == "apiserver" and sluicegate["job_name"] == "sluicegate"
     assert apiserver["scheme"] == "https" and apiserver["metrics_path"] == "/metrics"
-    assert apiserver["tls_config"] == {"ca_file": str(tmp_path / "ca.crt"), "cert_file": str(tmp_path / "c.crt"),
+    assert apiserver["tls_config"] == {"ca_file": str(tmp_path / "ca.crt"),
+                                       "cert_file": str(tmp_path / "c.crt"),
                                        "key_file": str(tmp_path / "c.key")}
     assert apiserver["static_configs"] == [{"targets": ["127.0.0.1:6443"]}]
     role, binding = metrics_reader("reader")
     assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "reader"}]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "reader"}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
 
 

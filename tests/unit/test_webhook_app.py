@@ -13,11 +13,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
+from kube.connecting import Unreachable
 from policy import keys, patching
 from policy.catalog import Catalog
-from policy.priorities import PriorityClass, PriorityClasses
-from kube.connecting import Unreachable
 from policy.model import Namespace
+from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
 from tests.admission_world import vision_catalog, vision_ml
 from tests.builders import MakeJob, MakePod
