@@ -215,6 +215,8 @@ def reported_resources(queues: Iterable[Queue], teams: Iterable[Team], policy: P
     and one series per name would let one user grow the metrics without bound; these names are
     the admins' own."""
     named: set[str] = set(policy.managed_resources) | set(policy.quota)
-    for limited in (*queues, *teams):
-        named.update(limited.quota)
+    for queue in queues:
+        named.update(queue.quota)
+    for team in teams:
+        named.update(team.quota)
     return frozenset(named)

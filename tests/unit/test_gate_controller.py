@@ -529,7 +529,8 @@ def test_a_wait_of_days_keeps_its_bucket_instead_of_falling_into_the_last() -> N
     metrics.released("train", 5 * 3600)
 
     def below(le: str) -> float | None:
-        return metrics.registry.get_sample_value("sluicegate_wait_seconds_bucket", {"queue": "train", "le": le})
+        labels = {"queue": "train", "le": le}
+        return metrics.registry.get_sample_value("sluicegate_wait_seconds_bucket", labels)
 
     assert below("14400.0") == 0
     assert below("28800.0") == 1
