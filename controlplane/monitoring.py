@@ -44,6 +44,7 @@ INTERVAL: Final = "1s"
 """Scrape and evaluation interval: short, so a test or a demo waits only for an alert's ``for:``."""
 JOB: Final = "sluicegate"
 APISERVER_JOB: Final = "apiserver"
+APISERVER_INTERVAL: Final = "5s"
 PROMETHEUS_USER: Final = "sluicegate-local-prometheus"
 Progress = Callable[[str], None]
 
@@ -67,6 +68,9 @@ def configuration(
     if apiserver is not None:
         scrapes.append({
             "job_name": APISERVER_JOB,
+            # Its /metrics is megabytes, which a busy machine does not serve within 1 s.
+            "scrape_interval": APISERVER_INTERVAL,
+            "scrape_timeout": APISERVER_INTERVAL,
             "scheme": "https",
             "metrics_path": "/metrics",
             "tls_config": {"ca_file": str(apiserver.ca), "cert_file": str(apiserver.cert),
