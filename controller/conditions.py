@@ -51,15 +51,22 @@ def released_by_hand(queue: str) -> Condition:
     )
 
 
+def unscheduled(scheduler: str, seconds: float) -> str:
+    """Why a released pod that no scheduler has looked at waits (``Pod.unscheduled``)."""
+    return (f"no scheduler has looked at it for {seconds:.0f}s since its release: spec.schedulerName "
+            f"{scheduler!r} names no running scheduler, or that scheduler is down")
+
+
 def unplaceable(scheduler_message: str) -> Condition:
     return Condition("True", keys.DISPATCHED_REASON, keys.UNPLACEABLE + scheduler_message)
 
 
-def for_released(managed: ManagedPod) -> Condition:
-    """What a released pod's condition should say now."""
+def for_released(managed: ManagedPod, refused: str = "") -> Condition:
+    """What a released pod's condition should say now; ``refused`` is why it cannot be placed
+    when the scheduler has not said so itself (no scheduler looks at it)."""
     pod = managed.pod
-    if not pod.node_name and pod.unschedulable:
-        return unplaceable(pod.unschedulable)
+    if not pod.node_name and (pod.unschedulable or refused):
+        return unplaceable(pod.unschedulable or refused)
     if managed.dispatched_by_sluicegate:
         return dispatched(pod.queue)
     return released_by_hand(pod.queue)

@@ -60,6 +60,7 @@ from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
 from policy.membership import Membership, membership
 from policy.model import Nodes, Snapshot, State, Workload
+from policy.usage import reported_resources
 
 log = logging.getLogger(__name__)
 
@@ -380,18 +381,24 @@ class GateController:
         yield None
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
-        outside = yield from self.describer.strays(strays.values())
-        waiting, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono,
-                                                                          snapshot)
+        outside, outside_since = yield from self.describer.strays(strays.values())
+        held, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono,
+                                                              snapshot)
+        waiting, since = held.counts, held.oldest
         for labels, count in outside.items():
             waiting[labels] = waiting.get(labels, 0) + count
+        for labels, created in outside_since.items():
+            since[labels] = min(since.get(labels, created), created)
         unplaceable, placing_due = yield from self.describer.released(managed, mono)
         del pending  # the cycle's large containers are let go one per step, not all at its end
         yield None
         pods = len(managed)
         del managed, strays
         yield None
-        self.reporter.update(figures, waiting, unplaceable, now, decision.waiting.impossible())
+        self.reporter.update(figures, waiting, unplaceable.pods, now, decision.waiting.impossible(), since,
+                             unplaceable.workloads, held.never_runs,
+                             reported_resources(snapshot.queues.values(), snapshot.teams.values(),
+                                                snapshot.policy))
         self._wake(figures, snapshot, now, min(pending_due, placing_due) - mono)
         self.metrics.assumed.set(len(self.assumed))
         self.freezer.changed(self.snapshots.built)

@@ -43,6 +43,25 @@ from controller.settings import Settings
 from policy import keys
 from policy.model import Snapshot, Workload
 from policy.waiting import Waiting
+from policy.workloads import group_key
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Pending workloads by (queue, reason): how many, and the creation time of the oldest; and
+    those that can never run under what exists now by (queue, team, reason)."""
+
+    counts: dict[tuple[str, str], int]
+    oldest: dict[tuple[str, str], float]
+    never_runs: dict[tuple[str, str, str], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """Released pods that wait for Kubernetes to place them, by queue, and their workloads."""
+
+    pods: Counter[str]
+    workloads: Counter[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,7 @@ class Describer:
         """Each pod's workload, as last looked at (a pod that moved keeps its clock)."""
         self._settled: dict[str, _Settled] = {}
         self._unplaceable_since: dict[str, float] = {}
+        self._unscheduled_since: dict[str, float] = {}
         self._event_at: dict[str, float] = {}
         self.looked_at = 0
         """Pending pods looked at, in all (the incremental walk's work, for tests and benchmarks)."""
@@ -84,27 +104,36 @@ class Describer:
         self._owner.clear()
         self._settled.clear()
         self._unplaceable_since.clear()
+        self._unscheduled_since.clear()
         self._event_at.clear()
 
-    def strays(self, strays: Iterable[ManagedPod]) -> Steps[Counter[tuple[str, str]]]:
+    def strays(
+        self, strays: Iterable[ManagedPod]
+    ) -> Steps[tuple[Counter[tuple[str, str]], dict[tuple[str, str], float]]]:
         """Gated pods whose namespace left their team: they say so (written once, not per cycle:
         ``Explainer.want`` skips a pod that already carries the condition); the count by queue
-        and reason, for the waiting gauge, so an alert can see them."""
+        and reason, and the creation time of the oldest, for the waiting gauges, so an alert
+        can see them."""
         counts: Counter[tuple[str, str]] = Counter()
+        oldest: dict[tuple[str, str], float] = {}
         for n, stray in enumerate(strays):
             if n % FEW == 0:
                 yield None
-            counts[(stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)] += 1
+            labels = (stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)
+            counts[labels] += 1
+            oldest[labels] = min(oldest.get(labels, stray.pod.created), stray.pod.created)
             self.explainer.want(stray, conditions.outside_team(stray.pod))
-        return counts
+        return counts, oldest
 
     def pending(
         self, pending: Mapping[str, Workload], waiting: Waiting, managed: Mapping[str, ManagedPod],
         mono: float, snapshot: Snapshot | None = None,
-    ) -> Steps[tuple[dict[tuple[str, str], int], float]]:
-        """Conditions of pending pods whose reason changed; the waiting count by queue and reason,
-        and when the next pod becomes due for an explanation."""
+    ) -> Steps[tuple[Held, float]]:
+        """Conditions of pending pods whose reason changed; what waits (``Held``), and when the
+        next pod becomes due for an explanation."""
         counts: Counter[tuple[str, str]] = Counter()
+        oldest: dict[tuple[str, str], float] = {}
+        never_runs: Counter[tuple[str, str, str]] = Counter()
         after = self.settings.explain_after_seconds
         due = math.inf
         first_pending, members, owner = self._first_pending, self._members, self._owner
@@ -117,7 +146,11 @@ class Describer:
             w = pending.get(key)
             if w is None:
                 continue
-            counts[(w.queue, reason.value)] += 1
+            labels = (w.queue, reason.value)
+            counts[labels] += 1
+            oldest[labels] = min(oldest.get(labels, w.created), w.created)
+            if never or reason in (keys.Reason.NO_NODE_FITS, keys.Reason.RELEASE_REFUSED):
+                never_runs[(w.queue, w.team, reason.value)] += 1
             was = settled.get(key)
             nodes, pool = _basis(reason, w, snapshot)
             if (self.incremental and was is not None and was.reason is reason and was.never == never
@@ -160,15 +193,20 @@ class Describer:
             for uid in members.pop(left):
                 _forget(uid, left, owner, first_pending)
         self._settled = {k: s for k, s in current.items() if s is not None}
-        return dict(counts), due
+        return Held(dict(counts), oldest, dict(never_runs)), due
 
     def released(
         self, managed: Mapping[str, ManagedPod], mono: float
-    ) -> Steps[tuple[Counter[str], float]]:
-        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them."""
+    ) -> Steps[tuple[Unplaced, float]]:
+        """Conditions of released pods: dispatched, or waiting for Kubernetes to place them (the
+        scheduler reports it cannot, or no scheduler has looked at the pod for
+        ``unscheduled_after_seconds``); the unplaced pods and workloads by queue."""
         unplaceable: Counter[str] = Counter()
+        workloads: dict[str, set[str]] = {}
         since_seen: dict[str, float] = {}
+        unscheduled_seen: dict[str, float] = {}
         after = self.settings.unplaceable_after_seconds
+        unscheduled_after = self.settings.unscheduled_after_seconds
         interval = self.settings.event_interval_seconds
         due = math.inf
         for n, (uid, found) in enumerate(managed.items()):
@@ -177,7 +215,14 @@ class Describer:
             pod = found.pod
             if pod.gated or uid in self.releaser or not found.marked:  # unmarked: never gated by us
                 continue
-            if pod.node_name or not pod.unschedulable:  # placed, or not refused by the scheduler
+            refused = ""
+            if not pod.node_name and not pod.unschedulable and pod.unscheduled:
+                looked_for = unscheduled_seen[uid] = self._unscheduled_since.get(uid, mono)
+                if mono >= looked_for + unscheduled_after:
+                    refused = conditions.unscheduled(pod.unscheduled, mono - looked_for)
+                else:
+                    due = min(due, looked_for + unscheduled_after)
+            if pod.node_name or not (pod.unschedulable or refused):  # placed, or not refused
                 if not self.explainer.shows_dispatched(found):
                     wanted = conditions.for_released(found)
                     by_hand = not found.dispatched_by_sluicegate and not self.explainer.shows(
@@ -185,9 +230,10 @@ class Describer:
                     event = conditions.released_outside_dispatch(pod, wanted) if by_hand else None
                     self.explainer.want(found, wanted, event=event)
                 continue
-            wanted = conditions.for_released(found)
+            wanted = conditions.for_released(found, refused)
             current = self.explainer.current(found)
             unplaceable[pod.queue] += 1
+            workloads.setdefault(pod.queue, set()).add(group_key(pod) if pod.group else pod.key)
             since = since_seen[uid] = self._unplaceable_since.get(uid, mono)
             if current == wanted:
                 continue
@@ -201,8 +247,9 @@ class Describer:
                 event = conditions.waiting_for_placement(pod, wanted)
             self.explainer.want(found, wanted, event=event)
         self._unplaceable_since = since_seen
+        self._unscheduled_since = unscheduled_seen
         self._event_at = {uid: at for uid, at in self._event_at.items() if uid in managed}
-        return unplaceable, due
+        return Unplaced(unplaceable, Counter({q: len(keys_) for q, keys_ in workloads.items()})), due
 
 
 _WORDED: Final = frozenset({keys.Reason.QUEUE_PAUSED, keys.Reason.NO_NODE_FITS, keys.Reason.RELEASE_REFUSED})

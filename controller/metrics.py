@@ -15,8 +15,10 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-# A pod waits from well under a second (a free slot) to hours (a full queue).
-WAIT_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400)
+# A pod waits from well under a second (a free slot) to hours (a full queue), or days (a
+# paused queue, a sweep): the top buckets keep such waits in the quantiles.
+WAIT_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400,
+                       28800, 86400, 172800, 604800)
 # One cycle over a few thousand pods takes milliseconds; 100k pods take about a second.
 CYCLE_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 OPERATIONS: Final = ("ungate", "condition", "event", "status", "lease")
@@ -65,12 +67,22 @@ class ControllerMetrics:
                                   ["queue"])
         self.queue_waiting = gauge("sluicegate_queue_waiting_workloads",
                                    "Pending workloads by queue and the reason they wait", ["queue", "reason"])
+        self.queue_oldest_waiting = gauge(
+            "sluicegate_queue_oldest_waiting_age_seconds",
+            "Age of the oldest pending workload, by queue and the reason it waits (gated pods whose "
+            "namespace left its team included, as NamespaceLeftTeam); a series only while some "
+            "workload waits for that reason", ["queue", "reason"])
         self.queue_impossible = gauge("sluicegate_impossible_workloads",
                                       "Pending workloads that can never run under what exists now "
                                       "(each asks for more than a quota allows by itself, or no node "
                                       "could hold one of its pods: NoNodeFits, or the API server "
                                       "refused its release: ReleaseRefused), by queue",
                                       ["queue"])
+        self.impossible_causes = gauge(
+            "sluicegate_impossible_workloads_by_cause",
+            "Pending workloads that can never run under what exists now, by queue, team and reason "
+            "(the quota each exceeds by itself: QueueQuota, TeamQuota, GlobalQuota; or NoNodeFits); "
+            "a series only while such work waits", ["queue", "team", "reason"])
         self.team_pending = gauge("sluicegate_team_pending_workloads", "Pending workloads, by team", ["team"])
         self.team_running = gauge("sluicegate_team_running_workloads", "Running workloads, by team", ["team"])
         self.team_usage = gauge("sluicegate_team_usage",
@@ -78,7 +90,13 @@ class ControllerMetrics:
                                 ["team", "resource"])
         self.unplaceable = gauge("sluicegate_dispatched_unplaceable_pods",
                                  "Pods released by dispatch that kube-scheduler reports it cannot place, "
-                                 "by queue", ["queue"])
+                                 "or that no scheduler has looked at for --unscheduled-after-seconds "
+                                 "(spec.schedulerName names no running scheduler), by queue", ["queue"])
+        self.unplaceable_workloads = gauge(
+            "sluicegate_dispatched_unplaceable_workloads",
+            "Running workloads (released, counted in sluicegate_queue_running_workloads) with a pod "
+            "that waits for Kubernetes to place it, by queue: running minus these is what runs",
+            ["queue"])
         self.cluster_running = Gauge("sluicegate_cluster_running_workloads",
                                      "Running workloads in the whole cluster", registry=r)
         self.cluster_pending = Gauge("sluicegate_cluster_pending_workloads",

@@ -22,6 +22,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Final
 
 from controller.metrics import ControllerMetrics
@@ -78,25 +79,39 @@ class Reporter:
     # --- gauges ---------------------------------------------------------------------------
 
     def update(self, figures: Figures, waiting: Mapping[tuple[str, str], int], unplaceable: Counter[str],
-               now: float, impossible: Mapping[str, int]) -> None:
+               now: float, impossible: Mapping[str, int],
+               waiting_since: Mapping[tuple[str, str], float] | None = None,
+               unplaceable_workloads: Mapping[str, int] | None = None,
+               never_runs: Mapping[tuple[str, str, str], int] | None = None,
+               resources: AbstractSet[str] | None = None) -> None:
+        """The gauges from a cycle: ``waiting`` counts pending workloads by (queue, reason),
+        gated strays (``NamespaceLeftTeam``) included; ``waiting_since`` gives the creation time
+        of the oldest of each; usage is reported for ``resources`` only (all, when None):
+        ``policy.usage.reported_resources``."""
         self._figures = figures
         m = self.metrics
         tally = figures.tally
         m.queue_pending.replace({(q,): u.pending for q, u in tally.queues.items()})
         m.queue_running.replace({(q,): u.running for q, u in tally.queues.items()})
+        shown = (lambda r: True) if resources is None else resources.__contains__
         m.queue_usage.replace({(q, r): units(a)
-                               for q, u in tally.queues.items() for r, a in u.requests.items()})
+                               for q, u in tally.queues.items() for r, a in u.requests.items() if shown(r)})
         m.queue_oldest.replace({(q,): 0.0 if u.oldest_pending is None else max(0.0, now - u.oldest_pending)
                                 for q, u in tally.queues.items()})
         m.queue_waiting.replace({labels: float(n) for labels, n in waiting.items()})
+        m.queue_oldest_waiting.replace({labels: max(0.0, now - created)
+                                        for labels, created in (waiting_since or {}).items()})
         m.queue_impossible.replace({(q,): impossible.get(q, 0)
                                    for q in {*figures.queue_status, *tally.queues, *impossible}})
+        m.impossible_causes.replace({labels: float(n) for labels, n in (never_runs or {}).items()})
         teams = set(tally.teams) | set(figures.teams) | set(figures.team_status)
         m.team_pending.replace({(t,): figures.teams[t].pending if t in figures.teams else 0 for t in teams})
         m.team_running.replace({(t,): tally.team(t).running for t in teams})
         m.team_usage.replace({(t, r): units(a)
-                              for t, u in tally.teams.items() for r, a in u.requests.items()})
+                              for t, u in tally.teams.items() for r, a in u.requests.items() if shown(r)})
         m.unplaceable.replace({(q,): unplaceable.get(q, 0) for q in {*tally.queues, *unplaceable}})
+        unplaced = unplaceable_workloads or {}
+        m.unplaceable_workloads.replace({(q,): unplaced.get(q, 0) for q in {*tally.queues, *unplaced}})
         m.cluster_running.set(tally.cluster.running)
         m.cluster_pending.set(figures.cluster.pending)
 

@@ -115,7 +115,7 @@ async def serve(settings: Settings) -> None:
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     probe = LoopProbe()
     metrics.loop_longest_block.set_function(lambda: probe.longest)
-    elector = Elector(connection, settings.lease)
+    elector = Elector(connection, settings.lease, on_error=metrics.failed)
     controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
                                  policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
                                  team_of=lambda ns: _team_of(cache, ns), nodes=shapes.inventory)

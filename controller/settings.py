@@ -36,6 +36,11 @@ class Settings(ServerSettings):
     # Warning event at most once per ``event_interval_seconds``.
     explain_after_seconds: float = 1.0
     unplaceable_after_seconds: float = 1.0
+    # A released pod that no scheduler has looked at for ``unscheduled_after_seconds`` (its
+    # PodScheduled still says SchedulingGated: its spec.schedulerName names no running
+    # scheduler, or that scheduler is down) counts as unplaceable. kube-scheduler looks at a
+    # released pod within seconds even when busy; a minute leaves it room.
+    unscheduled_after_seconds: float = 60.0
     event_interval_seconds: float = 300.0
     # Queue, Team and Policy status: written at most this often, and only what changed; at most
     # ``status_writes`` objects a round, those written longest ago first.
@@ -71,6 +76,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         float)
     add("unplaceable-after-seconds", d.unplaceable_after_seconds,
         "report a released pod the scheduler cannot place once it has been so this long", float)
+    add("unscheduled-after-seconds", d.unscheduled_after_seconds,
+        "count a released pod no scheduler has looked at as unplaceable after this long", float)
     add("event-interval-seconds", d.event_interval_seconds,
         "at most one unplaceable event per pod this often", float)
     add("status-seconds", d.status_seconds, "write Queue, Team and Policy status at most this often", float)
@@ -102,6 +109,7 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         write_concurrency=args.write_concurrency,
         explain_after_seconds=args.explain_after_seconds,
         unplaceable_after_seconds=args.unplaceable_after_seconds,
+        unscheduled_after_seconds=args.unscheduled_after_seconds,
         event_interval_seconds=args.event_interval_seconds,
         status_seconds=args.status_seconds,
         status_writes=args.status_writes,

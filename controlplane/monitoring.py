@@ -25,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -36,11 +37,15 @@ from controlplane.deploying import LocalSluicegate
 from controlplane.launching import READY_SECONDS
 from controlplane.processes import forget, free_port, log_tail, record, terminate
 from controlplane.services import NAMESPACE
+from process import kubeyaml
 
 NAME: Final = "prometheus"
 INTERVAL: Final = "1s"
 """Scrape and evaluation interval: short, so a test or a demo waits only for an alert's ``for:``."""
 JOB: Final = "sluicegate"
+APISERVER_JOB: Final = "apiserver"
+APISERVER_INTERVAL: Final = "5s"
+PROMETHEUS_USER: Final = "sluicegate-local-prometheus"
 Progress = Callable[[str], None]
 
 
@@ -52,13 +57,30 @@ def _quiet(line: str) -> None:
     del line
 
 
-def configuration(targets: Mapping[str, tuple[str, int]], rule_file: str) -> dict[str, Any]:
+def configuration(
+    targets: Mapping[str, tuple[str, int]], rule_file: str, apiserver: ApiServerScrape | None = None
+) -> dict[str, Any]:
     """Prometheus's configuration: one static target per process (name → (container, port)),
-    labelled as a ServiceMonitor's scrape labels it, and the rule file."""
+    labelled as a ServiceMonitor's scrape labels it, the rule file, and with ``apiserver`` the
+    API server's own ``/metrics`` (job ``apiserver``, as kube-prometheus scrapes it), read with
+    a client certificate whose user may only get ``/metrics``."""
+    scrapes: list[dict[str, Any]] = []
+    if apiserver is not None:
+        scrapes.append({
+            "job_name": APISERVER_JOB,
+            # Its /metrics is megabytes, which a busy machine does not serve within 1 s.
+            "scrape_interval": APISERVER_INTERVAL,
+            "scrape_timeout": APISERVER_INTERVAL,
+            "scheme": "https",
+            "metrics_path": "/metrics",
+            "tls_config": {"ca_file": str(apiserver.ca), "cert_file": str(apiserver.cert),
+                           "key_file": str(apiserver.key)},
+            "static_configs": [{"targets": [apiserver.address]}],
+        })
     return {
         "global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL, "scrape_timeout": INTERVAL},
         "rule_files": [rule_file],
-        "scrape_configs": [{
+        "scrape_configs": [*scrapes, {
             "job_name": JOB,
             "scheme": "http",
             "metrics_path": "/metrics",
@@ -69,6 +91,29 @@ def configuration(targets: Mapping[str, tuple[str, int]], rule_file: str) -> dic
             ],
         }],
     }
+
+
+@dataclass(frozen=True, slots=True)
+class ApiServerScrape:
+    """Where the API server serves ``/metrics`` and the files Prometheus authenticates with."""
+
+    address: str  # host:port
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def metrics_reader(user: str) -> list[dict[str, Any]]:
+    """RBAC letting ``user`` get the API server's ``/metrics`` and nothing else."""
+    name = "sluicegate-local-prometheus"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+    ]
 
 
 class LocalPrometheus:
@@ -97,7 +142,8 @@ class LocalPrometheus:
         targets = {s.name: (s.module, self.sluicegate.port(s.name, "metrics"))
                    for s in self.sluicegate.services}
         config = self.root / "prometheus.yaml"
-        config.write_text(yaml.safe_dump(configuration(targets, "rules.yaml"), sort_keys=False))
+        config.write_text(yaml.safe_dump(configuration(targets, "rules.yaml", self._apiserver()),
+                                         sort_keys=False))
         self.port = free_port()
         progress(f"prometheus: starting on {self.url}, scraping {', '.join(sorted(targets))} "
                  f"every {INTERVAL}")
@@ -112,18 +158,28 @@ class LocalPrometheus:
         record(self.sluicegate.cluster.layout.root, NAME, self._proc.pid)
         (self.root / "address").write_text(self.url)
         try:
-            self._wait(f"all {len(targets)} targets scraped", lambda: self._scraped(len(targets)))
+            self._wait(f"all {len(targets)} targets and the API server scraped",
+                       lambda: self._scraped(len(targets)))
         except BaseException:
             self.down()
             raise
         progress(f"prometheus: ready (pid {self._proc.pid}, log {self.log})")
 
+    def _apiserver(self) -> ApiServerScrape:
+        """A client certificate of its own (user ``PROMETHEUS_USER``, allowed ``/metrics`` only)
+        for scraping the API server, as a Prometheus in a cluster scrapes it with its account."""
+        cluster = self.sluicegate.cluster
+        pki = cluster.layout.pki
+        cert, key = pki.authority().issue_client(PROMETHEUS_USER).write(self.root, "apiserver-client")
+        cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(metrics_reader(PROMETHEUS_USER)))
+        return ApiServerScrape(f"127.0.0.1:{cluster.ports.apiserver}", pki.ca_cert, cert, key)
+
     def _scraped(self, count: int) -> bool:
         try:
-            up = self.query(f'up{{job="{JOB}"}} == 1')
+            up = self.query("up == 1")
         except PrometheusError:
             return False
-        return len(up) == count
+        return len(up) == count + 1  # Sluicegate's processes and the API server
 
     def _wait(self, what: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + READY_SECONDS

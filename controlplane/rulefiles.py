@@ -24,8 +24,9 @@ DASHBOARD: Final = MONITORING / "dashboard.json"
 
 _DURATION: Final = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-# A threshold on a gauge counted in seconds, as the rules write it: ``..._seconds) > 3600``.
-_SECONDS_THRESHOLD: Final = re.compile(r"(_seconds\)\s*>\s*)(\d+(?:\.\d+)?)")
+# A threshold on a gauge counted in seconds, as the rules write it: ``..._seconds) > 3600``,
+# also with a selector and a range (``..._seconds{reason="x"}[2m])) > 3600``).
+_SECONDS_THRESHOLD: Final = re.compile(r"(_seconds(?:\{[^}]*\})?(?:\[[^\]]*\])?\)+\s*>\s*)(\d+(?:\.\d+)?)")
 
 
 class RuleFileError(ValueError):

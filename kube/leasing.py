@@ -76,7 +76,10 @@ class Elector:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        on_error: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_error("lease", status)`` is told of every try that failed (the API server's
+        status, 0 when it did not answer in time), for the controller's error counter."""
         problem = settings.check()
         if problem:
             raise ValueError(f"leader election: {problem}")
@@ -84,6 +87,7 @@ class Elector:
         self.settings = settings
         self._clock = clock
         self._wall = wall
+        self._on_error = on_error
         self._path = LEASES.path(settings.name, namespace=settings.namespace)
         self._record: JSON | None = None  # the Lease as this replica last wrote it
         self._observed_version = ""
@@ -126,6 +130,8 @@ class Elector:
                         outcome = await self._try()
                 except (KubeError, TimeoutError) as e:
                     log.warning("lease %s/%s: %s", s.namespace, s.name, str(e) or "no answer in time")
+                    if self._on_error is not None:
+                        self._on_error("lease", e.status if isinstance(e, ApiError) else 0)
                 now = self._clock()
                 if outcome is _Try.HELD:
                     self._renewed = now

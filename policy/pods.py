@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Final
 
 from policy import fields, keys
 from policy.affinity import NO_PLACEMENT, Placement
@@ -16,6 +17,9 @@ from policy.fields import InvalidObject, Obj
 from policy.quantities import EMPTY, Resources, add, maximum, subtract
 
 _NO_CLAIMS: Mapping[str, Resources] = MappingProxyType({})
+
+DEFAULT_SCHEDULER: Final = "default-scheduler"  # what the API server puts in an empty spec.schedulerName
+SCHEDULING_GATED: Final = "SchedulingGated"  # the PodScheduled reason the API server writes at create
 
 
 class Phase(StrEnum):
@@ -139,6 +143,10 @@ class Pod:
     gated: bool = False
     node_name: str = ""
     unschedulable: str = ""  # the scheduler's message while it cannot place a released pod
+    unscheduled: str = ""
+    """The scheduler a released, unbound pod names (``spec.schedulerName``) while its
+    PodScheduled condition still says ``SchedulingGated``, as the API server wrote it at create:
+    no scheduler has looked at the pod since its gate was removed."""
     condition_reason: str = ""  # the reason of the Dispatched condition as last written
     deleting: bool = False  # metadata.deletionTimestamp is set (a finalizer may keep it a while)
     placement: Placement = NO_PLACEMENT  # its node selector, required node affinity, tolerations
@@ -194,8 +202,11 @@ class Pod:
         where = f"Pod {meta.get('namespace')}/{meta.get('name')}"
         gates = [fields.obj(g) for g in spec.get("schedulingGates") or ()]
         unschedulable = ""
+        scheduled_reason = ""
         condition_reason = ""
         for cond in map(fields.obj, status.get("conditions") or ()):
+            if cond.get("type") == "PodScheduled":
+                scheduled_reason = str(cond.get("reason") or "")
             if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
                 unschedulable = cond.get("message") or "Unschedulable"
             elif cond.get("type") == keys.CONDITION:
@@ -228,6 +239,9 @@ class Pod:
             gated=any(g.get("name") == keys.GATE for g in gates),
             node_name=str(spec.get("nodeName") or ""),
             unschedulable=unschedulable,
+            unscheduled=(str(spec.get("schedulerName") or DEFAULT_SCHEDULER)
+                         if scheduled_reason == SCHEDULING_GATED and not gates and not spec.get("nodeName")
+                         else ""),
             condition_reason=condition_reason,
             deleting=meta.get("deletionTimestamp") is not None,
             placement=placement,

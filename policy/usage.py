@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from policy.model import State, Workload
+from policy.model import Policy, Queue, State, Team, Workload
 from policy.quantities import EMPTY, Resources, format_amount
 
 
@@ -207,3 +207,16 @@ def display(running: int, max_running: int | None, used: Resources, quota: Resou
         "running": f"{running}/{'-' if max_running is None else max_running}",
         "gpus": f"{managed_units(used, managed)}/{gpus_quota}",
     }
+
+
+def reported_resources(queues: Iterable[Queue], teams: Iterable[Team], policy: Policy) -> frozenset[str]:
+    """The resources whose usage is reported per queue and team: those Sluicegate manages and
+    those some quota names. Pods may request any extended resource, even made-up ones at zero,
+    and one series per name would let one user grow the metrics without bound; these names are
+    the admins' own."""
+    named: set[str] = set(policy.managed_resources) | set(policy.quota)
+    for queue in queues:
+        named.update(queue.quota)
+    for team in teams:
+        named.update(team.quota)
+    return frozenset(named)

@@ -309,6 +309,18 @@ class MakePod(_Builder):
         )
         return self
 
+    def scheduler(self, name: str) -> Self:
+        self._obj["spec"]["schedulerName"] = name
+        return self
+
+    def scheduling_gated(self) -> Self:
+        """The PodScheduled condition the API server writes at the create of a gated pod."""
+        self._obj["status"].setdefault("conditions", []).append(
+            {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+             "message": "Scheduling is blocked due to non-empty scheduling gates"}
+        )
+        return self
+
     def unschedulable(self, message: str) -> Self:
         self._obj["status"].setdefault("conditions", []).append(
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -29,11 +30,14 @@ from webhook.reviewing import (
     Reviewer,
     Source,
     Webhook,
+    parse_review,
 )
 from webhook.settings import Settings
 
 log = logging.getLogger(__name__)
 
+REVIEWED: Final = web.RequestKey("reviewed", bool)
+"""Set on a request once its body parsed as a review: the reviewer counts what becomes of it."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -57,13 +61,15 @@ def _errors(metrics: AdmissionMetrics, max_body: int) -> Middleware:
         except web.HTTPException:
             raise  # routing's own answers: 404, 405
         except KubeError as e:
-            metrics.answered("", "", "error")
+            if REVIEWED not in request:  # a review that parsed was counted by the reviewer
+                metrics.answered("", "", "error")
             log.warning("could not answer a review: %s", e)
             return _error(503, f"the API server could not be read: {e}")
         except asyncio.CancelledError:
             raise
         except Exception:
-            metrics.answered("", "", "error")
+            if REVIEWED not in request:
+                metrics.answered("", "", "error")
             log.exception("fault while answering %s %s", request.method, request.path)
             return _error(500, "internal error; the webhook's log has the details")
 
@@ -90,7 +96,9 @@ def build_app(
 
     def endpoint(webhook: Webhook) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
-            return web.json_response(await reviewer.answer(await request.read(), webhook))
+            review = parse_review(await request.read())
+            request[REVIEWED] = True
+            return web.json_response(await reviewer.answer_review(review, webhook))
 
         return handle
 

@@ -36,11 +36,24 @@ class AdmissionMetrics:
         )
         self.latency = Histogram(
             "sluicegate_admission_duration_seconds",
-            "Time to answer an admission request, by webhook (mutate or validate)",
+            "Time to answer an admission review, by webhook (mutate or validate): every review that "
+            "parsed, answered or failed (its count is the reviews received)",
             ["webhook"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+        self.errors = Counter(
+            "sluicegate_admission_errors",
+            "Reviews that parsed and could not be answered (the API server refuses what they ask "
+            "for), by webhook: a subset of sluicegate_admission_duration_seconds_count, so their "
+            "ratio is at most 1. A body that is not an AdmissionReview is result=invalid of "
+            "sluicegate_admission_requests_total and counts in neither",
+            ["webhook"],
+            registry=self.registry,
+        )
+        for webhook in ("mutate", "validate"):
+            self.errors.labels(webhook)
 
         self._answered: dict[tuple[str, str, str], Any] = {}
 

@@ -213,11 +213,25 @@ class Reviewer:
         return decision
 
     async def answer(self, body: bytes, webhook: Webhook) -> dict[str, Any]:
+        return await self.answer_review(parse_review(body), webhook)
+
+    async def answer_review(self, review: Review, webhook: Webhook) -> dict[str, Any]:
+        """The answer to a review that parsed. Every such review is counted, by webhook, in the
+        latency histogram, and one that fails also in ``sluicegate_admission_errors_total``
+        (then the error is raised on, for the app to answer it): numerator and denominator of
+        the error ratio count the same reviews, so no body that is not a review can raise it."""
         started = time.perf_counter()
-        review = parse_review(body)
-        decision = await self.decide(review, webhook)
-        seconds = time.perf_counter() - started
         request = review.request
+        try:
+            decision = await self.decide(review, webhook)
+        except BadReview:
+            raise
+        except BaseException:
+            self.metrics.answered(request.operation.value, request.kind.kind, "error")
+            self.metrics.errors.labels(webhook).inc()
+            self.metrics.latency.labels(webhook).observe(time.perf_counter() - started)
+            raise
+        seconds = time.perf_counter() - started
         if isinstance(decision, Deny):
             result, why = "denied", reason(decision.message)
             self.metrics.denials.labels(why).inc()

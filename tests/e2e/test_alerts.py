@@ -10,6 +10,8 @@ Every panel of the Grafana dashboard is queried on the same Prometheus while pod
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from certs.authority import Authority
 from controlplane import rulefiles
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
@@ -72,9 +75,13 @@ def world(monitored: tuple[LocalSluicegate, LocalPrometheus]) -> Iterator[Scene]
 
 def test_a_healthy_idle_cluster_fires_nothing(monitored: tuple[LocalSluicegate, LocalPrometheus]) -> None:
     _, prometheus = monitored
-    assert len(ALERTS) == 13
+    assert len(ALERTS) == 14
     prometheus.evaluated_after(time.time() + 2)
     assert prometheus.query('count(up{job="sluicegate"} == 1)')[0]["value"][1] == str(len(SERVICES))
+    # the API server too, read with a certificate that may get /metrics: its webhook counts are there
+    assert prometheus.query('up{job="apiserver"} == 1'), "the API server is not scraped"
+    assert prometheus.query('apiserver_admission_webhook_request_total{name=~".+\\\\.sluicegate\\\\.dev"}'), (
+        "no API server call to Sluicegate's webhooks is counted")
     assert prometheus.alerts() == []  # neither firing nor pending: no expression is true
 
 
@@ -139,6 +146,65 @@ def test_every_dashboard_panel_returns_data_while_pods_flow(
         time.sleep(2)
         left = empty_panels()
     assert left == [], "panels without data:\n" + "\n".join(left)
+
+
+def test_a_cabundle_the_api_server_cannot_verify_with_fires_the_webhook_calls_alert(
+    monitored: tuple[LocalSluicegate, LocalPrometheus], world: Scene
+) -> None:
+    """The API server cannot call the webhook at all (its caBundle names another CA: TLS
+    verification fails), so every managed pod is refused: the API server's own metrics, which
+    Prometheus scrapes, fire the critical alert with the webhook's name; the webhook itself
+    sees nothing."""
+    _, prometheus = monitored
+    hook = "pods.mutate.sluicegate.dev"
+    configuration = json.loads(
+        world.kubectl("get", "mutatingwebhookconfiguration", "sluicegate", "-o", "json"))
+    index = next(i for i, w in enumerate(configuration["webhooks"]) if w["name"] == hook)
+    path = f"/webhooks/{index}/clientConfig/caBundle"
+    kept = configuration["webhooks"][index]["clientConfig"]["caBundle"]
+    wrong = base64.b64encode(Authority.create("not-the-webhooks-ca").cert_pem).decode()
+    team = world.team("vision")
+    queue = world.queue("roomy")
+    namespace = world.namespace(team)
+
+    def patch(bundle: str) -> None:
+        world.kubectl("patch", "mutatingwebhookconfiguration", "sluicegate", "--type=json",
+                      "-p", json.dumps([{"op": "replace", "path": path, "value": bundle}]))
+
+    submitted = 0
+
+    def refused_for_tls() -> str | None:
+        nonlocal submitted
+        submitted += 1
+        created = world.cluster.kubectl("create", "-f", "-", check=False, input=kubeyaml.dump(
+            world.pod(namespace, f"refused{submitted:03d}", queue)))
+        assert created.returncode != 0, "a managed pod was admitted while its webhook cannot be called"
+        return created.stderr if "x509" in created.stderr else None
+
+    patch(wrong)
+    try:
+        said = eventually(refused_for_tls, "a managed pod refused because the API server cannot verify "
+                          "the webhook's certificate")
+        assert f'failed calling webhook "{hook}"' in said, said
+
+        def firing() -> dict[str, Any] | None:
+            refused_for_tls()  # calls keep failing while the alert waits out its for:
+            return next((a for a in _active(prometheus, "SluicegateWebhookCallsFailing")
+                         if a["state"] == "firing" and a["labels"].get("name") == hook), None)
+
+        alert = eventually(firing, f"SluicegateWebhookCallsFailing firing for {hook}", ALERT_SECONDS)
+        assert alert["labels"]["severity"] == "critical"
+        assert hook in alert["annotations"]["summary"]
+        # The webhook was never reached: its own error alert has nothing to count.
+        assert _active(prometheus, "SluicegateWebhookErrors") == []
+    finally:
+        patch(kept)
+    def admitted() -> bool | None:
+        pod = kubeyaml.dump(world.pod(namespace, "admitted", queue))
+        dry = world.cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, input=pod)
+        return dry.returncode == 0 or None
+
+    eventually(admitted, "managed pods admitted again once the caBundle is put back")
 
 
 def test_the_only_controller_killed_fires_no_leader_after_its_for(

@@ -124,7 +124,8 @@ class Side:
         self.explainer.wished.clear()
         walk = self.describer.pending(world.pending, world.waiting, world.managed,  # type: ignore[arg-type]
                                       world.mono)
-        counts, due = run_through(walk)
+        held, due = run_through(walk)
+        counts = held.counts
         self.explainer.confirm(world.managed)
         return counts, due, list(self.explainer.wished)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.dashboards import dashboard, panels, queries, series
 from tests.manifest_files import MANIFESTS, documents
 
@@ -46,9 +48,25 @@ def test_the_admin_guide_names_every_alert_the_rules_ship() -> None:
     assert {a for a in alerts if f"`{a}`" not in guide} == set()
 
 
-def test_the_process_alerts_read_the_scrape_and_errors_are_divided_by_the_pods_submitted() -> None:
+def test_the_process_alerts_read_the_scrape_and_errors_are_divided_by_the_reviews_they_are_part_of() -> None:
     rules = documents(MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml")[0]
     expr = {r["alert"]: r["expr"] for g in rules["spec"]["groups"] for r in g["rules"] if "alert" in r}
     for name, container in (("SluicegateWebhookDown", "webhook"), ("SluicegateControllerDown", "controller")):
         assert expr[name] == f'absent(up{{namespace="sluicegate-system", container="{container}"}} == 1)'
-    assert 'sluicegate_admission_duration_seconds_count{webhook="mutate"}' in expr["SluicegateWebhookErrors"]
+    assert expr["SluicegateWebhookErrors"] == (
+        "sum by (webhook) (rate(sluicegate_admission_errors_total[5m]))"
+        " / sum by (webhook) (rate(sluicegate_admission_duration_seconds_count[5m])) > 0.01")
+
+
+def test_the_api_servers_failed_calls_are_read_for_every_webhook_sluicegate_configures() -> None:
+    rules = documents(MANIFESTS / "components" / "monitoring" / "prometheusrule.yaml")[0]
+    expr = {r["alert"]: r["expr"] for g in rules["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    calls = expr["SluicegateWebhookCallsFailing"]
+    (pattern,) = set(re.findall(r'name=~"([^"]+)"', calls))
+    names = [w["name"] for d in documents(MANIFESTS / "admission" / "webhooks.yaml")
+             for w in d.get("webhooks", ())]
+    assert len(names) >= 7
+    for name in names:
+        assert re.fullmatch(pattern.replace("\\\\", "\\"), name), name
+    assert re.fullmatch(pattern.replace("\\\\", "\\"), "pods.mutate.example.com") is None
+

@@ -404,6 +404,34 @@ async def test_a_gated_pod_whose_namespace_left_its_team_waits_and_says_why(worl
     waiting = world.controller.metrics.registry.get_sample_value(
         "sluicegate_queue_waiting_workloads", {"queue": "train", "reason": "NamespaceLeftTeam"})
     assert waiting == 1
+    # with its age, which the gated-too-long alert reads: it is held until an admin acts
+    age = world.controller.metrics.registry.get_sample_value(
+        "sluicegate_queue_oldest_waiting_age_seconds", {"queue": "train", "reason": "NamespaceLeftTeam"})
+    assert age is not None and age > 0
+
+
+async def test_the_oldest_age_is_kept_by_reason_so_a_sweep_at_its_own_limit_is_told_apart(
+    world: World,
+) -> None:
+    """A sweep's trials waiting on their own workflow limit since long ago, a group not all
+    present, and a pod held by the queue's limit since later: each reason has its own oldest
+    age, so an alert can read the policy holds alone."""
+    sweep = [gated_pod(f"t{i}", created=i).workflow("sweep", 1) for i in range(3)]
+    group = [gated_pod("g0", created=5).group("pair", 2)]
+    held = [gated_pod(f"q{i}", created=100 + i) for i in range(3)]
+    world.submit(*sweep, *group, *held)
+    world.controller.cycle()
+    await world.settle()
+
+    def age(reason: str) -> float:
+        value = world.controller.metrics.registry.get_sample_value(
+            "sluicegate_queue_oldest_waiting_age_seconds", {"queue": "train", "reason": reason})
+        assert value is not None, reason
+        return value
+
+    assert world.released() == {"t0", "q0"}
+    assert round(age("WorkflowLimit") - age("QueueLimit")) == 101 - 1  # t1 against q1
+    assert round(age("GroupIncomplete") - age("QueueLimit")) == 101 - 5
 
 
 async def test_a_pod_admission_never_marked_gets_no_break_glass_event(world: World) -> None:
@@ -435,3 +463,76 @@ async def test_a_second_cycle_with_nothing_changed_writes_nothing_to_a_pod_whose
     assert len(world.api.events) == events
     condition = world.api.condition(NS, "p0")
     assert condition is not None and condition["reason"] == "NamespaceLeftTeam"
+
+
+async def test_a_released_pod_no_scheduler_looks_at_counts_as_unplaceable_and_says_so() -> None:
+    """spec.schedulerName names a scheduler that does not run: the pod is never bound and no
+    scheduler reports it Unschedulable. Once no scheduler has looked at it for
+    --unscheduled-after-seconds it is dispatched-but-unplaceable, like one the scheduler
+    refuses, so the alert on those fires and the queue's running work is not taken as running."""
+    world = World(queue_of(2), replace(SETTINGS, unscheduled_after_seconds=0.0))
+    try:
+        world.submit(gated_pod("lost").scheduler("no-such-scheduler").scheduling_gated(),
+                     gated_pod("fine", created=1).scheduling_gated())
+        world.controller.cycle()
+        await world.settle()
+        assert world.released() == {"lost", "fine"}
+        world.api.pod(NS, "fine")["spec"]["nodeName"] = "gpu-node-1"  # kube-scheduler bound this one
+        world.api.version += 1
+        world.cache.sync()
+        world.controller.cycle()
+        await world.settle()
+
+        condition = world.api.condition(NS, "lost")
+        assert condition is not None and condition["status"] == "True"
+        assert condition["message"].startswith(keys.UNPLACEABLE + "no scheduler has looked at it")
+        assert "'no-such-scheduler'" in condition["message"]
+        registry = world.controller.metrics.registry
+        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_pods", {"queue": "train"}) == 1
+        workloads = {"queue": "train"}
+        assert registry.get_sample_value("sluicegate_dispatched_unplaceable_workloads", workloads) == 1
+        assert registry.get_sample_value("sluicegate_queue_running_workloads", {"queue": "train"}) == 2
+    finally:
+        await world.controller.stop()
+
+
+async def test_usage_is_reported_only_for_resources_quotas_name_or_sluicegate_manages() -> None:
+    """A user asking for made-up extended resources (at zero, or not) adds no series: usage is
+    reported for the managed resources and those a quota names (here the queue's cpu)."""
+    catalog = Catalog(queues={"train": MakeQueue("train").quota(cpu="64").model()},
+                      teams={"vision": MakeTeam("vision").model()})
+    world = World(catalog)
+    try:
+        junk = gated_pod("junk")
+        for n in range(20):
+            junk.request(f"example.com/made-up-{n}", 0 if n % 2 else 1)
+        world.submit(junk.requests(cpu="2", memory="1Gi"))
+        world.controller.cycle()
+        await world.settle()
+        assert world.released() == {"junk"}
+
+        reported = {(s.labels["queue"], s.labels["resource"]): s.value
+                    for family in world.controller.metrics.registry.collect()
+                    if family.name in ("sluicegate_queue_usage",) for s in family.samples}
+        assert reported == {("train", keys.GPU_RESOURCE): 1, ("train", "cpu"): 2}
+        teams = {s.labels["resource"] for family in world.controller.metrics.registry.collect()
+                 if family.name == "sluicegate_team_usage" for s in family.samples}
+        assert teams == {keys.GPU_RESOURCE, "cpu"}
+    finally:
+        await world.controller.stop()
+
+
+def test_a_wait_of_days_keeps_its_bucket_instead_of_falling_into_the_last() -> None:
+    """A paused queue or a long sweep waits days: the histogram tells two days from four hours."""
+    metrics = ControllerMetrics()
+    metrics.released("train", 2 * 86400)
+    metrics.released("train", 5 * 3600)
+
+    def below(le: str) -> float | None:
+        labels = {"queue": "train", "le": le}
+        return metrics.registry.get_sample_value("sluicegate_wait_seconds_bucket", labels)
+
+    assert below("14400.0") == 0
+    assert below("28800.0") == 1
+    assert below("86400.0") == 1
+    assert below("172800.0") == 2

@@ -75,11 +75,16 @@ async def test_a_pod_that_can_never_run_says_so_when_the_quota_drops_and_is_rele
     assert impossible(world) == 1
     assert world.released() == {"running"}  # and the running pod was not evicted
 
+    assert gauge(world, "sluicegate_impossible_workloads_by_cause",
+                 queue="train", team="vision", reason="QueueQuota") == 1
+
     world.catalog = quota_of(2)  # possible again, but the running pod still takes the quota
     await cycle(world)
     reason, message = said(world, "waiting")
     assert reason == "QueueQuota" and not message.startswith(NEVER)
     assert impossible(world) == 0
+    assert gauge(world, "sluicegate_impossible_workloads_by_cause",
+                 queue="train", team="vision", reason="QueueQuota") is None
 
     world.catalog = quota_of(4)
     await cycle(world)
@@ -94,6 +99,11 @@ async def test_a_team_quota_too_small_for_a_pod_counts_it_as_impossible_in_its_q
     assert world.released() == {"small"}
     assert said(world, "big") == ("TeamQuota", f"{NEVER}needs 2 nvidia.com/gpu; team vision quota is 1")
     assert impossible(world) == 1
+    # with its team and the quota it exceeds, so the alert names what an admin must change
+    assert gauge(world, "sluicegate_impossible_workloads_by_cause",
+                 queue="train", team="vision", reason="TeamQuota") == 1
+    assert gauge(world, "sluicegate_impossible_workloads_by_cause",
+                 queue="train", team="vision", reason="QueueQuota") is None
 
 
 async def test_a_release_whose_answer_was_lost_is_counted_once(world: World) -> None:

@@ -3,10 +3,12 @@ read, and the rule file Prometheus loads (and its test-shortened form) is the Pr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controlplane import rulefiles
-from controlplane.monitoring import active_lines, configuration
+from controlplane.monitoring import ApiServerScrape, active_lines, configuration, metrics_reader
 from tests.manifest_files import MANIFESTS, documents, objects
 
 MONITORING = MANIFESTS / "components" / "monitoring"
@@ -41,7 +43,7 @@ def test_the_rule_file_is_the_prometheus_rules_groups_and_refuses_anything_else(
     document = rulefiles.read()
     rules = rulefiles.rule_file(document)
     assert rules == {"groups": document["spec"]["groups"]}
-    assert len(rulefiles.alerts(rules)) == 13
+    assert len(rulefiles.alerts(rules)) == 14
     with pytest.raises(rulefiles.RuleFileError, match="expected a PrometheusRule"):
         rulefiles.rule_file({"kind": "ConfigMap"})
     with pytest.raises(rulefiles.RuleFileError, match=r"no spec\.groups"):
@@ -54,7 +56,10 @@ def test_shortened_scales_every_for_and_every_threshold_in_seconds_and_nothing_e
     before, after = rulefiles.alerts(rules), rulefiles.alerts(short)
     gated = after["SluicegatePodsGatedTooLong"]
     assert gated["for"] == "5000ms"
-    assert "_seconds) > 30)" in gated["expr"] and "> 3600" not in gated["expr"]
+    assert gated["expr"].endswith("[2m])) > 30") and "> 3600" not in gated["expr"]
+    starved = after["SluicegateQueueStarved"]["expr"]
+    assert "[2m])) > 15)" in starved and "> 1800" not in starved
+    assert "<= 0" in starved  # a comparison with no seconds before it is left as it was
     assert after["SluicegateNoLeader"]["for"] == "1000ms"
     assert after["SluicegateWebhookErrors"]["expr"] == before["SluicegateWebhookErrors"]["expr"]
     for name, rule in before.items():
@@ -89,6 +94,23 @@ def test_the_local_scrape_labels_each_process_as_a_service_monitor_would() -> No
         {"targets": ["127.0.0.1:4001"],
          "labels": {"namespace": "sluicegate-system", "container": "webhook", "pod": "webhook"}},
     ]
+
+
+def test_the_api_server_is_scraped_over_tls_as_a_user_that_may_only_get_metrics(tmp_path: Path) -> None:
+    scrape = ApiServerScrape("127.0.0.1:6443", tmp_path / "ca.crt", tmp_path / "c.crt", tmp_path / "c.key")
+    config = configuration({"webhook": ("webhook", 4001)}, "r.yaml", scrape)
+    apiserver, sluicegate = config["scrape_configs"]
+    assert apiserver["job_name"] == "apiserver" and sluicegate["job_name"] == "sluicegate"
+    assert apiserver["scheme"] == "https" and apiserver["metrics_path"] == "/metrics"
+    assert apiserver["tls_config"] == {"ca_file": str(tmp_path / "ca.crt"),
+                                       "cert_file": str(tmp_path / "c.crt"),
+                                       "key_file": str(tmp_path / "c.key")}
+    assert apiserver["static_configs"] == [{"targets": ["127.0.0.1:6443"]}]
+    role, binding = metrics_reader("reader")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "reader"}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
 
 
 def test_active_alerts_are_one_line_each_firing_first() -> None:

@@ -13,8 +13,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
+from kube.connecting import Unreachable
 from policy import keys, patching
 from policy.catalog import Catalog
+from policy.model import Namespace
 from policy.priorities import PriorityClass, PriorityClasses
 from policy.reviews import JOB, POD
 from tests.admission_world import vision_catalog, vision_ml
@@ -263,3 +265,37 @@ async def test_a_job_whose_pods_would_preempt_is_refused_from_the_classes_the_we
 
         job = MakeJob(MakePod.submitted().gpus(1).spec(priorityClassName="queued-high").template()).obj()
         assert (await post(client, "/mutate", review(job, kind=JOB)))["allowed"] is True
+
+
+class _Unreadable(FixedSource):
+    """The API server cannot be asked about a namespace: every CREATE review fails."""
+
+    async def current_namespace(self, name: str) -> Namespace:
+        raise Unreachable(f"namespace {name}: connection refused")
+
+
+async def test_junk_sent_to_the_port_counts_apart_from_reviews_so_the_error_ratio_cannot_exceed_one(
+    metrics: AdmissionMetrics,
+) -> None:
+    """What the error alert divides: errors of reviews that parsed over those reviews, by
+    webhook. Bodies that are not reviews (bad JSON, another kind, a wrong content type, too
+    large) are counted as invalid and in neither, however many a caller sends."""
+    failing = _Unreadable(vision_catalog(), {})
+    async with TestClient(TestServer(build_app(SETTINGS, failing, metrics))) as c:
+        for raw, content_type in [(b"{not json", "application/json"), (b"[]", "text/plain"),
+                                  (b'{"kind": "Pod"}', "application/x-www-form-urlencoded"),
+                                  (b"x" * (2 * 1024 * 1024), "application/json")] * 5:
+            response = await c.post("/mutate", data=raw, headers={"Content-Type": content_type})
+            assert response.status in (400, 413)
+        response = await c.post("/mutate", data=body(review(MakePod.submitted().gpus(1).obj(), kind=POD)))
+        assert response.status == 503
+
+    assert sample(metrics, "sluicegate_admission_requests_total", operation="other", kind="other",
+                  result="invalid") == 20
+    assert sample(metrics, "sluicegate_admission_requests_total", operation="other", kind="other",
+                  result="error") == 0
+    assert sample(metrics, "sluicegate_admission_requests_total", operation="CREATE", kind="Pod",
+                  result="error") == 1
+    assert sample(metrics, "sluicegate_admission_errors_total", webhook="mutate") == 1
+    assert sample(metrics, "sluicegate_admission_duration_seconds_count", webhook="mutate") == 1
+    assert sample(metrics, "sluicegate_admission_errors_total", webhook="validate") == 0
