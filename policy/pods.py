@@ -120,6 +120,12 @@ def submitted_at(annotations: Mapping[str, str], created: float) -> float:
     return stamp
 
 
+def _deadline(raw: object) -> int | None:
+    """``spec.activeDeadlineSeconds``: a positive whole number (the API server refuses any
+    other), else None."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     """The facts about one pod that admission and dispatch need."""
@@ -139,6 +145,7 @@ class Pod:
     condition_reason: str = ""  # the reason of the Dispatched condition as last written
     deleting: bool = False  # metadata.deletionTimestamp is set (a finalizer may keep it a while)
     placement: Placement = NO_PLACEMENT  # its node selector, required node affinity, tolerations
+    active_deadline: int | None = None  # spec.activeDeadlineSeconds: the kubelet ends it after that long
 
     @property
     def key(self) -> str:
@@ -213,6 +220,7 @@ class Pod:
             condition_reason=condition_reason,
             deleting=meta.get("deletionTimestamp") is not None,
             placement=placement,
+            active_deadline=_deadline(spec.get("activeDeadlineSeconds")),
         )
 
 
