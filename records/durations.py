@@ -57,6 +57,7 @@ class Holds:
 
     ordered: list[float]
     level: str  # "shape", "queue" or "cluster": which holds these are
+    total: float  # the sum of ``ordered``
 
     def _left(self, elapsed: float) -> tuple[list[float], float]:
         i = bisect_right(self.ordered, elapsed)
@@ -71,6 +72,14 @@ class Holds:
         value = percentile(left, p)
         assert value is not None
         return _bounded(value - gone, elapsed, deadline)
+
+    def mean(self, elapsed: float = 0.0, deadline: float | None = None) -> float:
+        """The mean of what is left of the hold after ``elapsed`` seconds, each recorded hold
+        no longer than ``deadline`` allows."""
+        if elapsed <= 0 and deadline is None:
+            return self.total / len(self.ordered)
+        left, gone = self._left(elapsed)
+        return sum(_bounded(v - gone, elapsed, deadline) for v in left) / len(left)
 
     def draw(self, rnd: random.Random, elapsed: float = 0.0, deadline: float | None = None) -> float:
         """One recorded hold at random (of those longer than ``elapsed``): what is left of it."""
@@ -92,7 +101,7 @@ class Durations:
         self.shapes: dict[DurationShape, list[float]] = {}
         self.queues: dict[str, list[float]] = {}
         self.cluster: list[float] = []
-        self._sums: dict[str, float] = {}  # queue -> sum of its holds
+        self._sums: dict[DurationShape | str, float] = {}  # shape or queue -> sum of its holds
         self._sum = 0.0
 
     @classmethod
@@ -109,6 +118,7 @@ class Durations:
         insort(self.queues.setdefault(shape[0], []), seconds)
         insort(self.cluster, seconds)
         self._sums[shape[0]] = self._sums.get(shape[0], 0.0) + seconds
+        self._sums[shape] = self._sums.get(shape, 0.0) + seconds
         self._sum += seconds
 
     def __len__(self) -> int:
@@ -119,12 +129,12 @@ class Durations:
         nothing at all is recorded."""
         own = self.shapes.get(shape)
         if own is not None and len(own) >= self.least:
-            return Holds(own, "shape")
+            return Holds(own, "shape", self._sums[shape])
         queue = self.queues.get(shape[0])
         if queue is not None and len(queue) >= self.least:
-            return Holds(queue, "queue")
+            return Holds(queue, "queue", self._sums[shape[0]])
         if self.cluster:
-            return Holds(self.cluster, "cluster")
+            return Holds(self.cluster, "cluster", self._sum)
         return None
 
     def mean(self, queue: str) -> float | None:

@@ -10,11 +10,12 @@ priority can only make a start later than estimated.
 
 Holds come from the records (``records.durations``): each workload's shape (queue, workflow,
 GPUs), its queue's or the cluster's when its shape has too few; what a running workload has run
-already narrows what is left of it, and ``activeDeadlineSeconds`` bounds it. The band is made
-from three replays: every hold at its shape's p10, p50 and p90 (record
-``docs/decisions/NEW-expected-start-times.md`` says why quantile holds, not sampled ones, and
-what each costs); ``samples=N`` replays N times with holds drawn at random instead and takes
-the p10, p50 and p90 of each workload's start over the runs.
+already narrows what is left of it, and ``activeDeadlineSeconds`` bounds it. The estimate is
+made of three replays: every hold at its p10 (``p10``), at its mean (``p50``: a chain of n holds
+adds up to about n × the mean, not n × the median, and holds are skewed), and at its p90
+(``p90``). Record ``docs/decisions/NEW-expected-start-times.md`` says why these and not
+replays with drawn holds, with the figures; ``samples=N`` does the latter (N replays with holds
+drawn at random, each workload's p10, p50 and p90 start over the runs), for comparison.
 
 An estimate is *unknown* (``Estimate.known`` false, ``reason`` says why) where none is honest:
 nothing recorded at all; a pod group not complete yet (it waits for its own pods, which no
@@ -38,22 +39,22 @@ from policy import keys
 from policy.dispatching import Turns
 from policy.limits import impossible
 from policy.model import Snapshot, State, Workload
-from records.durations import DurationShape, Durations, Holds, gpus_of
+from records.durations import Durations, DurationShape, Holds, gpus_of
 from records.figures import percentile
 from records.trace import parse_time
 from simulator.clusters import VirtualCluster
 from simulator.setups import Setup
 from simulator.simulating import Events, quota_resources, versions
 
-BAND = (10.0, 50.0, 90.0)  # the percentiles of an estimate: p10, p50, p90
+BAND = (10.0, 50.0, 90.0)  # the percentiles of an estimate: p10, p50, p90 (of drawn replays)
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """When a waiting workload is expected to be released (epoch seconds), or why nobody can say.
 
-    ``p10 <= p50 <= p90``; all three are None when the estimate is unknown. A workload the
-    replay releases at once has all three equal to the snapshot's ``now``.
+    ``p10 <= p50 <= p90``, none before the snapshot's ``now``; all three are None when the
+    estimate is unknown. A workload the replay releases at once has all three equal to ``now``.
     """
 
     key: str
@@ -118,8 +119,12 @@ def estimate(
     every workload pending or running, ``now``); ``turns`` the round-robin state its last
     decision left. ``released`` gives when running workloads were released, by key, where the
     caller knows better than the pods' ``dispatched-at`` stamps; a running workload known to
-    neither counts as released at ``now``. ``samples`` (0: quantile holds) is how many replays
-    with holds drawn at random make the band instead, seeded by ``seed``.
+    neither counts as released at ``now``. ``samples`` (0: the three replays of p10, mean and
+    p90 holds) is how many replays with holds drawn at random make the band instead, seeded by
+    ``seed``.
+
+    Its cost grows with the work it replays: about 3 dispatch cycles per release to come
+    (benchmarks/README.md, "Expected start times", has the figure at 10,000 pending).
     """
     now = snapshot.now
     pending = [w for w in snapshot.workloads if w.state is State.PENDING]
@@ -152,7 +157,7 @@ def estimate(
 
         runs = [replay(drawn) for _ in range(samples)]
     else:
-        runs = [replay(_at(p)) for p in BAND]
+        runs = [replay(_at(10.0)), replay(_mean), replay(_at(90.0))]
     for w in candidates:
         starts = [run[w.key] for run in runs if w.key in run]
         if len(starts) < len(runs):
@@ -172,6 +177,10 @@ def _since(w: Workload, known: Mapping[str, float], now: float) -> float:
     if at is None:
         at = released_at(w)
     return now if at is None else at
+
+
+def _mean(h: Holds, elapsed: float, deadline: float | None) -> float:
+    return h.mean(elapsed, deadline)
 
 
 def _at(p: float) -> Hold:
@@ -220,7 +229,9 @@ def _forward(
         forms[w.key] = versions(w, keep)
         h = holds[w.key]
         lengths[w.key] = 0.0 if h is None else hold(h, 0.0, deadlines[w.key])
-    events = Events(VirtualCluster(setup), forms, lengths, sorted((min(w.created, now), w.key) for w in pending))
+    events = Events(
+        VirtualCluster(setup), forms, lengths, sorted((min(w.created, now), w.key) for w in pending)
+    )
     for w in running:
         h = holds[w.key]
         elapsed = max(0.0, now - since[w.key])

@@ -144,24 +144,21 @@ def versions(w: Workload, keep: frozenset[str]) -> tuple[Workload, Workload]:
     return pending, replace(pending, pods=_pods(len(w.pods), False), state=State.RUNNING)
 
 
-def _workloads(r: Record, keep: frozenset[str]) -> tuple[Workload, Workload]:
-    """The pending and the running version of ``r``'s workload in the policy model."""
-    return versions(
-        Workload(
-            key=r.key,
-            namespace=r.namespace,
-            queue=r.queue,
-            team=r.team,
-            pods=_pods(r.group_size, True),
-            state=State.PENDING,
-            requests=r.requests,
-            priority=r.priority,
-            created=r.submitted,
-            workflow=f"{r.namespace}/{r.workflow}" if r.workflow else "",
-            workflow_max_running=r.workflow_max_running,
-            group_size=r.group_size,
-        ),
-        keep,
+def record_workload(r: Record) -> Workload:
+    """``r``'s workload as it waits, in the policy model (placeholder pods)."""
+    return Workload(
+        key=r.key,
+        namespace=r.namespace,
+        queue=r.queue,
+        team=r.team,
+        pods=_pods(r.group_size, True),
+        state=State.PENDING,
+        requests=r.requests,
+        priority=r.priority,
+        created=r.submitted,
+        workflow=f"{r.namespace}/{r.workflow}" if r.workflow else "",
+        workflow_max_running=r.workflow_max_running,
+        group_size=r.group_size,
     )
 
 
@@ -202,7 +199,7 @@ def simulate(
     skipped: list[Record] = []
     censored = 0
     arrivals: list[tuple[float, str]] = []
-    versions: dict[str, tuple[Workload, Workload]] = {}
+    forms: dict[str, tuple[Workload, Workload]] = {}
     durations: dict[str, float] = {}
     inventory = Inventory(setup.nodes)
     nowhere: list[str] = []
@@ -212,7 +209,7 @@ def simulate(
             skipped.append(r)
             continue
         censored += r.finished is None
-        versions[r.key] = _workloads(r, keep)
+        forms[r.key] = versions(record_workload(r), keep)
         durations[r.key] = duration
         if inventory and _no_node_fits(r, setup, inventory):
             nowhere.append(r.key)  # passed over by every cycle, as if it were not there
@@ -221,7 +218,7 @@ def simulate(
     arrivals.sort()
 
     cluster = VirtualCluster(setup)
-    events = Events(cluster, versions, durations, arrivals)
+    events = Events(cluster, forms, durations, arrivals)
     events.run(Turns(), exact=exact, reaction=reaction, observe=observe)
     released_at, finished_at, order = events.released_at, events.finished_at, events.order
 
@@ -230,7 +227,9 @@ def simulate(
         for r in records
         if r.key in durations
     )
-    return Run(label or setup.source, replays, tuple(order), tuple(skipped), censored, events.cycles, tuple(nowhere))
+    return Run(
+        label or setup.source, replays, tuple(order), tuple(skipped), censored, events.cycles, tuple(nowhere)
+    )
 
 
 class Events:
