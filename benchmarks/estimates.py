@@ -350,7 +350,9 @@ def cost(pending: int, samples: Sequence[int], seed: int) -> None:
     workloads = [replace(w, state=State.RUNNING) if w.key in gone else w for w in actual]
     # as many pending as asked: the released ones are replaced by more of the same queues
     more = week_run(pending + len(gone), seed + 1)[0][: len(gone)]
-    workloads += [record_workload(replace(r, submitted=min(r.submitted, now - 1))) for r in more]
+    workloads += [
+        record_workload(replace(r, name=f"more-{r.name}", submitted=min(r.submitted, now - 1))) for r in more
+    ]
     snapshot = Snapshot(setup.queues, setup.teams, setup.policy, workloads, now)
     waiting = sum(w.state is State.PENDING for w in workloads)
     durations = Durations.learn(records)

@@ -46,7 +46,13 @@ from simulator.clusters import VirtualCluster
 from simulator.setups import Setup
 from simulator.simulating import Events, quota_resources, versions
 
+HORIZON = 86400.0
+"""Seconds ahead the replay looks (a day): work it has not released by then is unknown. What
+arrives meanwhile, which no replay of the present sees, makes anything further out a guess, and
+the replay's cost grows with how far it goes (benchmarks/README.md, "Expected start times")."""
+
 BAND = (10.0, 50.0, 90.0)  # the percentiles of an estimate: p10, p50, p90 (of drawn replays)
+_INF = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +60,8 @@ class Estimate:
     """When a waiting workload is expected to be released (epoch seconds), or why nobody can say.
 
     ``p10 <= p50 <= p90``, none before the snapshot's ``now``; all three are None when the
-    estimate is unknown. A workload the replay releases at once has all three equal to ``now``.
+    estimate is unknown. ``p90`` alone is None when it lies beyond the horizon (the replays
+    look a day ahead). A workload the replay releases at once has all three equal to ``now``.
     """
 
     key: str
@@ -74,6 +81,7 @@ JOINING = "it joins its running group"
 PAUSED = "its queue is paused"
 NO_QUEUE = "its queue does not exist"
 NEVER = "it is never released under the current limits"
+BEYOND = "not within the horizon: more than a day's work is ahead of it"
 
 
 def shape_of(w: Workload) -> DurationShape:
@@ -112,6 +120,7 @@ def estimate(
     released: Mapping[str, float] | None = None,
     samples: int = 0,
     seed: int = 0,
+    horizon: float = HORIZON,
 ) -> dict[str, Estimate]:
     """An estimate for every pending workload of ``snapshot``, by key.
 
@@ -121,7 +130,7 @@ def estimate(
     caller knows better than the pods' ``dispatched-at`` stamps; a running workload known to
     neither counts as released at ``now``. ``samples`` (0: the three replays of p10, mean and
     p90 holds) is how many replays with holds drawn at random make the band instead, seeded by
-    ``seed``.
+    ``seed``. Work the replays do not release within ``horizon`` seconds is unknown.
 
     Its cost grows with the work it replays: about 3 dispatch cycles per release to come
     (benchmarks/README.md, "Expected start times", has the figure at 10,000 pending).
@@ -146,8 +155,8 @@ def estimate(
     holds = {w.key: durations.of(shape_of(w)) for w in (*running, *candidates)}
     deadlines = {w.key: deadline_of(w) for w in (*running, *candidates)}
 
-    def replay(hold: Hold) -> dict[str, float]:
-        return _forward(snapshot, turns, running, candidates, since, holds, deadlines, hold)
+    def replay(hold: Hold) -> tuple[dict[str, float], bool]:
+        return _forward(snapshot, turns, running, candidates, since, holds, deadlines, hold, now + horizon)
 
     if samples > 0:
         rnd = random.Random(seed)
@@ -158,17 +167,20 @@ def estimate(
         runs = [replay(drawn) for _ in range(samples)]
     else:
         runs = [replay(_at(10.0)), replay(_mean), replay(_at(90.0))]
+    cut = any(cut for _, cut in runs)
     for w in candidates:
-        starts = [run[w.key] for run in runs if w.key in run]
-        if len(starts) < len(runs):
-            out[w.key] = Estimate(w.key, reason=NEVER)
-            continue
+        starts = [run.get(w.key) for run, _ in runs]
         if samples > 0:
-            starts.sort()
+            ordered = sorted(_INF if s is None else s for s in starts)
+            band = [percentile(ordered, p) for p in BAND]
+        else:  # the p10, mean and p90 replays
+            done = [s for s in starts if s is not None]
+            band = [min(done, default=None), starts[1], max(done) if len(done) == len(starts) else None]
+        p10, p50, p90 = (None if v is None or v == _INF else v for v in band)
+        if p10 is None or p50 is None:
+            out[w.key] = Estimate(w.key, reason=BEYOND if cut else NEVER)
         else:
-            starts = sorted(starts)  # quantile holds: the p10 run's start first
-        band = [percentile(starts, p) for p in BAND]
-        out[w.key] = Estimate(w.key, band[0], band[1], band[2])
+            out[w.key] = Estimate(w.key, p10, p50, p90)
     return out
 
 
@@ -217,9 +229,11 @@ def _forward(
     holds: Mapping[str, Holds | None],
     deadlines: Mapping[str, float | None],
     hold: Hold,
-) -> dict[str, float]:
+    until: float,
+) -> tuple[dict[str, float], bool]:
     """One replay from ``snapshot`` with each workload's hold given by ``hold``: when each
-    pending workload is released, by key (left out: never)."""
+    pending workload is released, by key (left out: never, or not by ``until``), and whether
+    the replay stopped at ``until``."""
     now = snapshot.now
     setup = Setup(snapshot.queues, snapshot.teams, snapshot.policy)
     keep = quota_resources(setup)
@@ -237,5 +251,5 @@ def _forward(
         elapsed = max(0.0, now - since[w.key])
         left = 0.0 if h is None else hold(h, elapsed, deadlines[w.key])
         events.running(versions(w, keep)[1], now + left)
-    events.run(turns, start=now)
-    return events.released_at
+    events.run(turns, start=now, until=until)
+    return events.released_at, events.cut

@@ -259,6 +259,7 @@ class Events:
         self.finished_at: dict[str, float] = {}
         self.order: list[str] = []
         self.cycles = 0
+        self.cut = False  # whether ``run`` stopped at ``until`` with events still to come
 
     def running(self, w: Workload, until: float) -> None:
         """``w`` (its running version) runs already, and frees its slot at ``until``."""
@@ -272,9 +273,11 @@ class Events:
         start: float = -_INF,
         exact: bool = False,
         reaction: float = 0.0,
+        until: float = _INF,
         observe: Callable[[float, Turns], None] | None = None,
     ) -> Turns:
-        """Run every event until nothing is left to happen; the turns of the last cycle.
+        """Run every event until nothing is left to happen, or up to ``until``; the turns of
+        the last cycle.
 
         The first cycle runs no earlier than ``start``; ``observe(now, turns)`` hears the
         turns each cycle leaves."""
@@ -289,6 +292,9 @@ class Events:
         while nxt < total or completions:
             now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
             now = max(now + reaction, start)
+            if now > until:
+                self.cut = True
+                break
             changed = exact
             while completions and completions[0][0] <= now:
                 key = heapq.heappop(completions)[2]

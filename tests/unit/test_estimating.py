@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policy.dispatching import Turns
 from records.durations import Durations
-from simulator.estimating import NEVER, NO_QUEUE, NOTHING_RECORDED, PAUSED, Estimate, estimate
+from simulator.estimating import BEYOND, NEVER, NO_QUEUE, NOTHING_RECORDED, PAUSED, Estimate, estimate
 from tests.builders import T0, MakeNode, MakePod, MakePolicy, MakeQueue, MakeTeam, snapshot
 
 
@@ -188,3 +188,20 @@ def test_a_team_limit_across_two_queues_is_respected() -> None:
     durations = holds("train", 100, 100, 100)
     out = starts(estimate(snap, Turns().advanced({0: "train"}, [0]), durations))
     assert out == {"n1": (100, 100, 100), "t1": (200, 200, 200)}
+
+
+def test_work_further_out_than_a_day_is_unknown() -> None:
+    """Holds of 40,000 s, one slot: the jobs behind the running one start at 40,000 and
+    80,000 s; the third would start at 120,000 s, beyond the day the replays look ahead."""
+    snap = snapshot(
+        [running("r0", 0), *(pending(f"p{i}", at=i) for i in range(3))],
+        [MakeQueue("train").max_running(1)],
+        now=T0,
+    )
+    out = estimate(snap, Turns(), holds("train", 40_000, 40_000, 40_000))
+    assert starts(out) == {
+        "p0": (40_000, 40_000, 40_000),
+        "p1": (80_000, 80_000, 80_000),
+        "p2": (None, None, None),
+    }
+    assert out["ml/p2"].reason == BEYOND
