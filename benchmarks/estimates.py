@@ -1,8 +1,8 @@
 """How accurate and how cheap are expected start times (``simulator.estimating``)?
 
     .venv/bin/python -m benchmarks.estimates                       # both runs, then the cost
-    .venv/bin/python -m benchmarks.estimates --run week --points 200 --samples 0   # quicker
-    .venv/bin/python -m benchmarks.estimates --cost-only --pending 10000
+    .venv/bin/python -m benchmarks.estimates --run week --points 50 --samples 0    # quicker
+    .venv/bin/python -m benchmarks.estimates --cost-only --pending 10000 --cost-samples 0,10
 
 Accuracy. A run is replayed through the simulator (``simulate``): that replay is what
 "actually" happened, each workload's start its release there. Estimates are taken as a
@@ -37,7 +37,8 @@ replayed by the simulator, which is what the estimator replays too):
   busy queues wait for hours.
 
 Cost: the CPU time of one ``estimate`` at ``--pending`` pending workloads (10,000), from the
-week's workloads all waiting, with its limits full of running work.
+week's workloads all waiting, with its limits full of running work (the replays stop a day
+ahead: ``simulator.estimating.HORIZON``).
 """
 
 from __future__ import annotations
@@ -372,14 +373,14 @@ def main() -> None:
     )
     parser.add_argument("--run", choices=("fidelity", "week", "both"), default="both")
     parser.add_argument("--workloads", type=int, default=10_000, help="the week's workloads")
-    parser.add_argument("--points", type=int, default=400, help="sampled submissions, and grid instants")
+    parser.add_argument("--points", type=int, default=120, help="sampled submissions, and grid instants")
     parser.add_argument("--every", type=float, default=30.0, help="seconds between estimates of one workload")
     parser.add_argument(
         "--samples", type=int, default=20, help="also estimate with this many drawn replays (0: not)"
     )
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument(
-        "--cost-samples", default="0,20", help="ways to time at --pending (0: quantile holds)"
+        "--cost-samples", default="0", help="ways to time at --pending, e.g. 0,10 (0: quantile holds)"
     )
     parser.add_argument("--cost-only", action="store_true")
     parser.add_argument("--no-cost", action="store_true")
