@@ -137,6 +137,10 @@ bench-ungater: binaries ## the bare ungater's drain of 1,000 gated pods on a fre
 bench-simulate: $(STAMP) ## the what-if simulator replaying a synthetic week: 100,000 workloads, 50 queues
 	$(BIN)/python -m benchmarks.simulate
 
+.PHONY: bench-estimates
+bench-estimates: $(STAMP) ## expected start times: accuracy on the fidelity scene and a week of 10,000 workloads, CPU at 10,000 pending
+	$(BIN)/python -m benchmarks.estimates
+
 .PHONY: cluster-up
 cluster-up: binaries ## start a local control plane in $(CLUSTER_DIR) (4 nodes x 8 GPUs)
 	$(BIN)/python -m controlplane --root $(CLUSTER_DIR) up

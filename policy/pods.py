@@ -127,6 +127,12 @@ def submitted_at(annotations: Mapping[str, str], created: float) -> float:
     return stamp
 
 
+def _deadline(raw: object) -> int | None:
+    """``spec.activeDeadlineSeconds``: a positive whole number (the API server refuses any
+    other), else None."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     """The facts about one pod that admission and dispatch need."""
@@ -155,6 +161,7 @@ class Pod:
     a workload counts each once (``policy.devices``)."""
     devices: Resources = field(default_factory=lambda: EMPTY)
     """What its DRA claims count as (``policy.devices``), included in ``requests``."""
+    active_deadline: int | None = None  # spec.activeDeadlineSeconds: the kubelet ends it after that long
 
     @property
     def key(self) -> str:
@@ -247,6 +254,7 @@ class Pod:
             placement=placement,
             shared_claims=devices.shared,
             devices=devices.total,
+            active_deadline=_deadline(spec.get("activeDeadlineSeconds")),
         )
 
 

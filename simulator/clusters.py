@@ -111,6 +111,11 @@ class VirtualCluster:
         self._count(running, 1)
         self._reopen(pending.queue)
 
+    def run(self, running: Workload) -> None:
+        """``running`` runs already (it was released before the replay began)."""
+        self._count(running, 1)
+        self._reopen(running.queue)
+
     def finish(self, key: str) -> Workload:
         w = self.running[key]
         self._count(w, -1)

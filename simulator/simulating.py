@@ -40,8 +40,8 @@ shown as one placeholder, remembered until an event touches them.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from policy import keys
@@ -115,7 +115,8 @@ def recorded(records: Sequence[Record], label: str = "recorded") -> Run:
     return Run(label, tuple(replays), tuple(r.record.key for r in order), tuple(skipped), censored)
 
 
-def _quota_resources(setup: Setup) -> frozenset[str]:
+def quota_resources(setup: Setup) -> frozenset[str]:
+    """The resources some quota of ``setup`` names: the only ones limits and holds read."""
     names: set[str] = set(setup.policy.quota)
     for queue in setup.queues.values():
         names.update(queue.quota)
@@ -135,38 +136,30 @@ def _pods(size: int, gated: bool) -> tuple[Pod, ...]:
     return pods
 
 
-def _workloads(r: Record, keep: frozenset[str]) -> tuple[Workload, Workload]:
-    """The pending and the running version of ``r``'s workload in the policy model."""
-    requests: Resources = {k: v for k, v in r.requests.items() if k in keep} or EMPTY
-    pending = Workload(
+def versions(w: Workload, keep: frozenset[str]) -> tuple[Workload, Workload]:
+    """The pending and the running version of ``w`` that the replay keeps: placeholder pods,
+    requests of the resources in ``keep`` only (``quota_resources``)."""
+    requests: Resources = {k: v for k, v in w.requests.items() if k in keep} or EMPTY
+    pending = replace(w, pods=_pods(len(w.pods), True), state=State.PENDING, requests=requests)
+    return pending, replace(pending, pods=_pods(len(w.pods), False), state=State.RUNNING)
+
+
+def record_workload(r: Record) -> Workload:
+    """``r``'s workload as it waits, in the policy model (placeholder pods)."""
+    return Workload(
         key=r.key,
         namespace=r.namespace,
         queue=r.queue,
         team=r.team,
         pods=_pods(r.group_size, True),
         state=State.PENDING,
-        requests=requests,
+        requests=r.requests,
         priority=r.priority,
         created=r.submitted,
         workflow=f"{r.namespace}/{r.workflow}" if r.workflow else "",
         workflow_max_running=r.workflow_max_running,
         group_size=r.group_size,
     )
-    running = Workload(
-        key=pending.key,
-        namespace=pending.namespace,
-        queue=pending.queue,
-        team=pending.team,
-        pods=_pods(r.group_size, False),
-        state=State.RUNNING,
-        requests=requests,
-        priority=pending.priority,
-        created=pending.created,
-        workflow=pending.workflow,
-        workflow_max_running=pending.workflow_max_running,
-        group_size=pending.group_size,
-    )
-    return pending, running
 
 
 def _no_node_fits(r: Record, setup: Setup, nodes: Inventory) -> bool:
@@ -184,7 +177,12 @@ _INF = float("inf")
 
 
 def simulate(
-    records: Sequence[Record], setup: Setup, label: str = "", exact: bool = False, reaction: float = 0.0
+    records: Sequence[Record],
+    setup: Setup,
+    label: str = "",
+    exact: bool = False,
+    reaction: float = 0.0,
+    observe: Callable[[float, Turns], None] | None = None,
 ) -> Run:
     """Replay ``records`` under ``setup``; see the module docstring for the rules.
 
@@ -193,13 +191,15 @@ def simulate(
     ``reaction`` (seconds, 0 by default) is the controller's reaction time: each cycle runs
     that long after the first event it answers, taking in every event until then (the
     controller hears of a change through its watch, waits out its debounce, then decides).
+    ``observe(now, turns)`` hears the round-robin state each cycle leaves (the controller's
+    ``turns`` at that instant; ``benchmarks.estimates`` starts its estimates from it).
     """
     end = last_time(records)
-    keep = _quota_resources(setup)
+    keep = quota_resources(setup)
     skipped: list[Record] = []
     censored = 0
     arrivals: list[tuple[float, str]] = []
-    versions: dict[str, tuple[Workload, Workload]] = {}
+    forms: dict[str, tuple[Workload, Workload]] = {}
     durations: dict[str, float] = {}
     inventory = Inventory(setup.nodes)
     nowhere: list[str] = []
@@ -209,7 +209,7 @@ def simulate(
             skipped.append(r)
             continue
         censored += r.finished is None
-        versions[r.key] = _workloads(r, keep)
+        forms[r.key] = versions(record_workload(r), keep)
         durations[r.key] = duration
         if inventory and _no_node_fits(r, setup, inventory):
             nowhere.append(r.key)  # passed over by every cycle, as if it were not there
@@ -218,55 +218,114 @@ def simulate(
     arrivals.sort()
 
     cluster = VirtualCluster(setup)
-    compactor = Compactor(cluster)
-    starvation = setup.policy.starvation_seconds
-    released_at: dict[str, float] = {}
-    finished_at: dict[str, float] = {}
-    order: list[str] = []
-    completions: list[tuple[float, int, str]] = []
-    turns = Turns()
-    cycles = 0
-    nxt, total = 0, len(arrivals)
-    crossed = 0  # arrivals[:crossed] have become starving by the last cycle
-    last = -_INF
-    while nxt < total or completions:
-        now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
-        now += reaction
-        changed = exact
-        while completions and completions[0][0] <= now:
-            key = heapq.heappop(completions)[2]
-            cluster.finish(key)
-            finished_at[key] = now
-            changed = True
-        while nxt < total and arrivals[nxt][0] <= now:
-            w = versions[arrivals[nxt][1]][0]
-            cluster.arrive(w)
-            changed = changed or w.queue in cluster.open
-            nxt += 1
-        # A workload that became starving since the last cycle may change the answer.
-        while crossed < nxt and arrivals[crossed][0] + starvation <= now + _SLACK:
-            moment, key = arrivals[crossed]
-            changed = changed or (moment + starvation > last - _SLACK and key not in released_at)
-            crossed += 1
-        if not changed:
-            continue  # only arrivals to closed queues: the last cycle's answer stands
-        last = now
-        snapshot = cluster.whole(now) if exact else compactor.snapshot(now, turns)
-        if snapshot is None:
-            continue
-        decision = dispatch(snapshot, turns)
-        cycles += 1
-        turns = decision.turns
-        for w in decision.release:
-            key = w.key
-            cluster.start(*versions[key])
-            released_at[key] = now
-            order.append(key)
-            heapq.heappush(completions, (now + durations[key], len(order), key))
+    events = Events(cluster, forms, durations, arrivals)
+    events.run(Turns(), exact=exact, reaction=reaction, observe=observe)
+    released_at, finished_at, order = events.released_at, events.finished_at, events.order
 
     replays = tuple(
         Replay(r, released_at.get(r.key), finished_at.get(r.key), durations[r.key])
         for r in records
         if r.key in durations
     )
-    return Run(label or setup.source, replays, tuple(order), tuple(skipped), censored, cycles, tuple(nowhere))
+    return Run(
+        label or setup.source, replays, tuple(order), tuple(skipped), censored, events.cycles, tuple(nowhere)
+    )
+
+
+class Events:
+    """The replay's event loop over a virtual cluster: arrivals, completions and the dispatch
+    cycles between them, from whatever the cluster holds when it starts.
+
+    ``simulate`` starts it on an empty cluster with every workload of a trace to arrive;
+    ``simulator.estimating`` starts it on the live cluster (work already running, with its
+    completion times queued by ``running``, and work already waiting, which arrives at its
+    submission time, all before ``start``). ``versions`` holds each workload's pending and
+    running version, ``durations`` how long each holds its slot once released.
+    """
+
+    def __init__(
+        self,
+        cluster: VirtualCluster,
+        versions: Mapping[str, tuple[Workload, Workload]],
+        durations: Mapping[str, float],
+        arrivals: list[tuple[float, str]],
+    ) -> None:
+        self.cluster = cluster
+        self.versions = versions
+        self.durations = durations
+        self.arrivals = arrivals  # (submitted, key), sorted
+        self.completions: list[tuple[float, int, str]] = []
+        self.released_at: dict[str, float] = {}
+        self.finished_at: dict[str, float] = {}
+        self.order: list[str] = []
+        self.cycles = 0
+        self.cut = False  # whether ``run`` stopped at ``until`` with events still to come
+
+    def running(self, w: Workload, until: float) -> None:
+        """``w`` (its running version) runs already, and frees its slot at ``until``."""
+        self.cluster.run(w)
+        heapq.heappush(self.completions, (until, -1, w.key))
+
+    def run(
+        self,
+        turns: Turns,
+        *,
+        start: float = -_INF,
+        exact: bool = False,
+        reaction: float = 0.0,
+        until: float = _INF,
+        observe: Callable[[float, Turns], None] | None = None,
+    ) -> Turns:
+        """Run every event until nothing is left to happen, or up to ``until``; the turns of
+        the last cycle.
+
+        The first cycle runs no earlier than ``start``; ``observe(now, turns)`` hears the
+        turns each cycle leaves."""
+        cluster = self.cluster
+        compactor = Compactor(cluster)
+        starvation = cluster.setup.policy.starvation_seconds
+        arrivals, completions, versions = self.arrivals, self.completions, self.versions
+        released_at, order = self.released_at, self.order
+        nxt, total = 0, len(arrivals)
+        crossed = 0  # arrivals[:crossed] have become starving by the last cycle
+        last = -_INF
+        while nxt < total or completions:
+            now = min(arrivals[nxt][0] if nxt < total else _INF, completions[0][0] if completions else _INF)
+            now = max(now + reaction, start)
+            if now > until:
+                self.cut = True
+                break
+            changed = exact
+            while completions and completions[0][0] <= now:
+                key = heapq.heappop(completions)[2]
+                cluster.finish(key)
+                self.finished_at[key] = now
+                changed = True
+            while nxt < total and arrivals[nxt][0] <= now:
+                w = versions[arrivals[nxt][1]][0]
+                cluster.arrive(w)
+                changed = changed or w.queue in cluster.open
+                nxt += 1
+            # A workload that became starving since the last cycle may change the answer.
+            while crossed < nxt and arrivals[crossed][0] + starvation <= now + _SLACK:
+                moment, key = arrivals[crossed]
+                changed = changed or (moment + starvation > last - _SLACK and key not in released_at)
+                crossed += 1
+            if not changed:
+                continue  # only arrivals to closed queues: the last cycle's answer stands
+            last = now
+            snapshot = cluster.whole(now) if exact else compactor.snapshot(now, turns)
+            if snapshot is None:
+                continue
+            decision = dispatch(snapshot, turns)
+            self.cycles += 1
+            turns = decision.turns
+            if observe is not None:
+                observe(now, turns)
+            for w in decision.release:
+                key = w.key
+                cluster.start(*versions[key])
+                released_at[key] = now
+                order.append(key)
+                heapq.heappush(completions, (now + self.durations[key], len(order), key))
+        return turns

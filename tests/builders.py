@@ -150,6 +150,11 @@ class MakePod(_Builder):
         """The admission stamp, to the microsecond (``created`` keeps whole seconds)."""
         return self.annotation(keys.ADMITTED_AT_ANNOTATION, format_admitted_at(T0 + seconds_after_t0))
 
+    def dispatched(self, seconds_after_t0: float) -> Self:
+        """Released by the controller then: its ``sluicegate.dev/dispatched-at`` stamp, ungated."""
+        stamp = format_admitted_at(T0 + seconds_after_t0)  # the same RFC 3339 form, to the microsecond
+        return self.ungated().phase("Running").annotation(keys.DISPATCHED_AT_ANNOTATION, stamp)
+
     def stamped(self, value: str = STAMP) -> Self:
         """The admission stamp, as admission at ``NOW`` writes it unless ``value`` is given."""
         return self.annotation(keys.ADMITTED_AT_ANNOTATION, value)
