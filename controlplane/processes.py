@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from controlplane import networks
 from controlplane.pki import Pki
 
 STOP_SECONDS = 15.0
@@ -239,15 +240,18 @@ def terminate(pids: Sequence[int]) -> None:
 
 
 def stop(root: Path) -> list[str]:
-    """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
+    """Stop every process recorded in ``root/cluster.json`` and remove the cluster's network
+    namespace (``controlplane.networks``); return the names stopped."""
     layout = Layout(root.resolve())
     try:
         recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
     except (FileNotFoundError, KeyError, ValueError):
+        networks.remove(layout.root)
         return []
     running = {name: pid for name, pid in recorded.items() if _runs(pid, name)}
     # Stop in reverse start order: clients first, etcd last.
     order = list(reversed(running.items()))
     terminate([pid for _, pid in order])
     layout.state.unlink(missing_ok=True)
+    networks.remove(layout.root)
     return [name for name, _ in order]
