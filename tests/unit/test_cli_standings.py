@@ -225,8 +225,8 @@ def test_the_cli_decides_with_the_nodes_it_read_as_the_controller_does() -> None
 
 
 def test_the_visibility_apis_places_and_estimates_go_on_the_pods_read_in_its_order() -> None:
-    first = MakePod("vision-research", "a").queue("sweeps").team("vision").gpus(2).gated().created(1).admitted(1)
-    second = MakePod("vision-research", "b").queue("sweeps").team("vision").gpus(1).gated().created(2).admitted(2)
+    first = pod("a", "sweeps", gpus=2, at=1).gated()
+    second = pod("b", "sweeps", gpus=1, at=2).gated()
     seen = Observation(namespaces=[MakeNamespace("vision-research").team("vision").obj()],
                        pods=[first.obj(), second.obj()], now=T0 + 60)
     items = [
