@@ -140,11 +140,11 @@ class Viewer:
     async def board(self) -> Board:
         if self._board is not None and self.clock() - self._built < self.seconds:
             return self._board
-        if self._building is None:
+        if self._building is None or self._building.done():  # a reader cancelled meanwhile left it done
             self._building = asyncio.create_task(self._build(), name="visibility board")
         building = self._building
         try:
-            return await asyncio.shield(building)
+            return await asyncio.shield(building)  # a reader that goes away leaves the build to the others
         finally:
             if building.done() and self._building is building:
                 self._building = None
