@@ -25,6 +25,8 @@ from controlplane.pki import Pki
 
 STOP_SECONDS = 15.0
 """How long a stopped process has after SIGTERM before SIGKILL."""
+KILL_SECONDS = 5.0
+"""How long ``terminate`` waits for killed processes to be gone."""
 
 
 PORT_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
@@ -235,8 +237,11 @@ def terminate(pids: Sequence[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        if alive(pid):
-            time.sleep(0.2)
+    # A killed process is gone only once it is reaped: wait for that (``alive`` reaps our
+    # children), or a caller that checks at once finds a zombie of a process that was stopped.
+    deadline = time.monotonic() + KILL_SECONDS
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.05)
 
 
 def stop(root: Path) -> list[str]:
