@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "webhook":
-        # The recorder serves with the webhook's certificate, so that one names it too.
-        also = (issuing.RECORDER,) if args.service == issuing.SERVICE else ()
+        # The recorder and the controller's visibility API serve with the webhook's certificate,
+        # so that one names them too.
+        also = (issuing.RECORDER, issuing.VISIBILITY) if args.service == issuing.SERVICE else ()
         files = issuing.issue(args.dir, service=args.service, namespace=args.namespace, hosts=args.host,
                               secret=args.secret, new_ca=args.new_ca, also=also)
         print(f"wrote {files.ca_cert}, {files.cert}, {files.key} and {files.secret}")

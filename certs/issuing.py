@@ -24,6 +24,9 @@ from process import kubeyaml
 NAMESPACE: Final = "sluicegate-system"
 SERVICE: Final = "sluicegate-webhook"
 RECORDER: Final = "sluicegate-recorder"
+VISIBILITY: Final = "sluicegate-visibility"
+"""The controller's visibility API Service: the controller serves it with the webhook's
+certificate too, so that one names it (the aggregation layer checks the name)."""
 SECRET: Final = "sluicegate-webhook-tls"
 CA_NAME: Final = "sluicegate-webhook-ca"
 
@@ -84,7 +87,7 @@ def issue(
     hosts: Sequence[str] = (),
     secret: str = SECRET,
     new_ca: bool = False,
-    also: Sequence[str] = (RECORDER,),
+    also: Sequence[str] = (RECORDER, VISIBILITY),
 ) -> WebhookFiles:
     """Create (or reuse) the CA and issue the serving certificate for the Service's names, the
     names of the Services in ``also`` (in the same namespace) and ``hosts`` (more DNS names or

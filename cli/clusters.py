@@ -23,7 +23,18 @@ from cli.tables import json_text
 from kube.connecting import JSON, ApiError, Connection, KubeError
 from kube.leasing import LeaseSettings
 from kube.reading import list_all, open_as_user
-from kube.resources import CORE_EVENTS, LEASES, NAMESPACES, NODES, PODS, POLICIES, PRESETS, QUEUES, TEAMS
+from kube.resources import (
+    CORE_EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PENDING_PODS,
+    PODS,
+    POLICIES,
+    PRESETS,
+    QUEUES,
+    TEAMS,
+)
 from policy import keys
 from policy.marks import FIELD_SELECTOR, LABEL_SELECTOR
 from process import kubeyaml
@@ -66,6 +77,9 @@ class Reading:
     forbidden: str = ""  # why the cluster-wide view could not be read (explain goes on without it)
     limited: bool = False  # only the catalog and the namespace's pods were read (``read``'s fallback)
     stalled: str = ""  # why nothing is being released (no controller holds the Lease), else ""
+    pending: tuple[JSON, ...] | None = None
+    """The namespace's waiting pods as the visibility API serves them; None when not read."""
+    unserved: str = ""  # why the visibility API could not be read (not installed, unavailable), else ""
 
 
 async def _observe(connection: Connection) -> Observation:
@@ -147,6 +161,24 @@ async def _stalled(connection: Connection) -> str:
     return stalled(found, time.time(), where=where)
 
 
+async def _pending(connection: Connection, namespace: str) -> tuple[tuple[JSON, ...] | None, str]:
+    """The namespace's waiting pods from the visibility API, and why not when it cannot be read:
+    not installed (an older Sluicegate: the API server knows no such group) or unavailable (no
+    controller answers it). A user RBAC does not let read it gets None and no reason."""
+    try:
+        answer = await connection.get(PENDING_PODS.path(namespace=namespace))
+    except ApiError as e:
+        if e.status == 403:
+            return None, ""
+        if e.not_found:
+            return None, f"the visibility API ({PENDING_PODS.group}) is not installed here"
+        if e.status == 503:
+            return None, f"the visibility API ({PENDING_PODS.group}) is unavailable: {e.message}"
+        raise
+    items = answer.get("items")
+    return (tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()), ""
+
+
 def _forbidden(e: ApiError) -> str:
     return f"not allowed to read the cluster-wide view ({e.message})"
 
@@ -178,12 +210,15 @@ def read(args: argparse.Namespace) -> Reading:
 
     async def work(connection: Connection, namespace: str) -> Reading:
         why = await _stalled(connection)
+        pending, unserved = await _pending(connection, namespace) if namespace else (None, "")
         try:
-            return Reading(await _observe(connection), namespace, stalled=why)
+            return Reading(await _observe(connection), namespace, stalled=why, pending=pending,
+                           unserved=unserved)
         except ApiError as e:
             if e.status != 403 or not namespace:
                 raise
-        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why)
+        return Reading(await _observe_namespace(connection, namespace), namespace, limited=True, stalled=why,
+                       pending=pending, unserved=unserved)
 
     return run_as_user(args, work)
 
@@ -218,12 +253,14 @@ def read_pod(args: argparse.Namespace, name: str) -> Reading:
             raise
         events = await _events(connection, pod)
         why = await _stalled(connection)
+        pending, unserved = await _pending(connection, namespace)
         try:
             seen = await _observe(connection)
         except ApiError as e:
             if e.status != 403:
                 raise
-            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e), stalled=why)
-        return Reading(seen, namespace, pod, events, stalled=why)
+            return Reading(Observation(now=time.time()), namespace, pod, events, _forbidden(e), stalled=why,
+                           pending=pending, unserved=unserved)
+        return Reading(seen, namespace, pod, events, stalled=why, pending=pending, unserved=unserved)
 
     return run_as_user(args, work)

@@ -42,8 +42,12 @@ def run(args: argparse.Namespace) -> int:
         # A pod admission marked keeps the team it was admitted to (policy.membership): its
         # namespace leaving that team holds it, or leaves it counting there; it is not unmanaged.
         connected = connected or _admitted(reading.pod)
+    if reading.unserved:
+        print(f"Note: {reading.unserved}.", file=sys.stderr)
+    name = str((reading.pod.get("metadata") or {}).get("name") or "")
+    visible = next((i for i in reading.pending or () if (i.get("metadata") or {}).get("name") == name), None)
     story = tell(reading.pod, reading.events, standing, reading.forbidden, stalled=reading.stalled,
-                 connected=connected)
+                 connected=connected, visible=visible)
     text = clusters.structured(story.as_json(), args.output)
     sys.stdout.write(text if text is not None else render(story))
     return 0

@@ -8,10 +8,16 @@ priority, then submission). POSITION is the pod's place among the workloads wait
 queue; REASON and MESSAGE are the Dispatched condition's, worked out now by the controller's
 own decision. A pod that fits now is about to be released (reason ``-``).
 Pods released but not placed by kube-scheduler come last, as ``Dispatched`` with the
-scheduler's words: those wait for Kubernetes, not for Sluicegate. A user who may read only
-their own namespaces' pods (the sample ``sluicegate-reader`` role with ``edit`` in a team's
-namespace) gets that namespace's pending pods with the reason and message of their Dispatched
-condition, without position, and a note that says so.
+scheduler's words: those wait for Kubernetes, not for Sluicegate. EXPECTED-START is when the
+pod is expected to start (``~14m (p90 31m)``), from the visibility API; ``unknown`` until the
+controller makes estimates.
+
+A user who may read only their own namespaces' pods reads them through the visibility API
+(``visibility.sluicegate.dev``, which the sample role ``sluicegate-ml-engineer`` lets them read
+in their team's namespaces): the same positions, reasons and messages, worked out by the
+controller. Without that API (an older install, or a role without it) they get that
+namespace's pending pods with the reason and message of their Dispatched condition, without
+position, and a note that says so.
 """
 
 from __future__ import annotations
@@ -23,10 +29,18 @@ from typing import Any
 
 from cli import clusters
 from cli.commands import Command, CommandError
-from cli.standings import LIMITED_NOTE, RELEASING, Entry, from_conditions, stand
+from cli.standings import (
+    LIMITED_NOTE,
+    RELEASING,
+    Entry,
+    expected_start,
+    from_conditions,
+    from_visibility,
+    stand,
+)
 from cli.tables import age, table
 
-HEADER = ("NAME", "QUEUE", "POSITION", "WAITED", "REASON")
+HEADER = ("NAME", "QUEUE", "POSITION", "EXPECTED-START", "WAITED", "REASON")
 WIDE_EXTRA = ("TEAM", "GPUS", "PRIORITY", "WORKFLOW")
 
 
@@ -38,7 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def as_json(e: Entry) -> dict[str, Any]:
     return {
         "namespace": e.namespace, "name": e.name, "queue": e.queue, "team": e.team, "state": e.state,
-        "position": e.position, "reason": e.reason or None, "message": e.message,
+        "position": e.position, "workloadsAhead": e.ahead, "reason": e.reason or None, "message": e.message,
+        "expectedStart": None if e.expected is None else {"p50Seconds": e.expected[0],
+                                                          "p90Seconds": e.expected[1]},
         "waitedSeconds": round(e.waited, 1), "gpus": e.gpus, "priority": e.priority,
         "workflow": e.workflow or None, "workload": e.workload,
     }
@@ -46,7 +62,8 @@ def as_json(e: Entry) -> dict[str, Any]:
 
 def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
     out = [e.namespace] if namespaced else []
-    out += [e.name, e.queue, "-" if e.position is None else str(e.position), age(e.waited), e.reason or "-"]
+    out += [e.name, e.queue, "-" if e.position is None else str(e.position), expected_start(e.expected),
+            age(e.waited), e.reason or "-"]
     if wide:
         out += [e.team or "-", str(e.gpus), str(e.priority), e.workflow or "-"]
     return [*out, e.message]
@@ -54,11 +71,20 @@ def cells(e: Entry, *, namespaced: bool, wide: bool) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     reading = clusters.read(args)
-    if reading.limited:
+    if reading.unserved:
+        print(f"Note: {reading.unserved}.", file=sys.stderr)
+    if reading.limited and reading.pending is not None:
+        entries = [e for e in from_visibility(reading.pending, reading.seen)
+                   if not args.queue or e.queue == args.queue]
+    elif reading.limited:
         entries = [e for e in from_conditions(reading.seen) if not args.queue or e.queue == args.queue]
         print(f"Note: {LIMITED_NOTE}.", file=sys.stderr)
     else:
         entries = stand(reading.seen).lineup(queue=args.queue, namespace=reading.namespace)
+        if reading.pending is not None:  # the expected starts, where the controller made them
+            served = {e.key: e for e in from_visibility(reading.pending, reading.seen)}
+            entries = [replace(e, ahead=served[e.key].ahead, expected=served[e.key].expected)
+                       if e.key in served else e for e in entries]
     names = {str((q.get("metadata") or {}).get("name") or "") for q in reading.seen.queues}
     if args.queue and args.queue not in names:
         if not entries:

@@ -20,7 +20,7 @@ Pure: no I/O. ``cli.clusters`` reads the objects; the commands render the answer
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from policy import fields, keys
@@ -89,6 +89,10 @@ class Entry:
     priority: int
     workflow: str
     workload: str
+    ahead: int | None = None
+    """Workloads of its queue that go first (the visibility API's ``workloadsAhead``); None: not read."""
+    expected: tuple[float, float] | None = None
+    """Seconds until it is expected to start, p50 and p90; None: unknown (no estimate)."""
 
     @property
     def key(self) -> str:
@@ -271,6 +275,57 @@ def from_conditions(seen: Observation) -> tuple[Entry, ...]:
     held.sort(key=lambda e: (e.queue, -e.priority, -e.waited, e.name))
     unplaceable.sort(key=lambda e: e.key)
     return (*held, *unplaceable)
+
+
+VISIBLE_NOTE: Final = ("from the visibility API (visibility.sluicegate.dev): positions as the controller "
+                        "works them out")
+
+
+def from_visibility(items: Sequence[Obj], seen: Observation) -> tuple[Entry, ...]:
+    """The pending pods the visibility API serves for a namespace, in its order (the queue's),
+    each with its position, the workloads ahead and the expected start; what the API does not
+    say (GPUs, pod priority, workflow) comes from the pods read, as ``from_conditions`` has it."""
+    known = {e.key: e for e in from_conditions(seen)}
+    out: list[Entry] = []
+    for item in items:
+        meta = fields.obj(item.get("metadata"))
+        key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        base = known.get(key)
+        if base is None or base.state != HELD:  # released meanwhile, or not a pod this reader read
+            continue
+        position, ahead = item.get("position"), item.get("workloadsAhead")
+        reason = str(item.get("reason") or "")
+        out.append(replace(
+            base, queue=str(item.get("queue") or base.queue), reason=reason,
+            message=str(item.get("message") or ""), state=HELD if reason else RELEASING,
+            position=position if isinstance(position, int) else None,
+            ahead=ahead if isinstance(ahead, int) else None, expected=_expected(item)))
+    return tuple(out)
+
+
+def _expected(item: Obj) -> tuple[float, float] | None:
+    start = fields.obj(item.get("expectedStart"))
+    p50, p90 = start.get("p50Seconds"), start.get("p90Seconds")
+    if isinstance(p50, int | float) and isinstance(p90, int | float):
+        return float(p50), float(p90)
+    return None
+
+
+def expected_start(expected: tuple[float, float] | None) -> str:
+    """``~14m (p90 31m)``: the median wait until it starts and the one it starts within nine times
+    in ten; ``unknown`` until the controller makes estimates."""
+    if expected is None:
+        return "unknown"
+    p50, p90 = expected
+    return f"~{_duration(p50)} (p90 {_duration(p90)})"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{round(seconds / 3600)}h"
+    if seconds >= 90:
+        return f"{round(seconds / 60)}m"
+    return f"{round(seconds)}s"
 
 
 def _key(obj: Obj) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing
+from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing, expected_start
 from policy import fields, keys
 from policy.devices import Devices, requests_with_devices
 from policy.fields import InvalidObject
@@ -56,7 +56,9 @@ class Hold:
     ahead_count: int
     running: tuple[str, ...]  # workloads running in its queue, the first few
     running_count: int
-    queue_figures: str  # "running 1/1, GPUs 1/-, pending 2"
+    queue_figures: str  # "running 1/1, GPUs 1/-, pending 2"; "" from the visibility API alone
+    queue: str = ""
+    expected: str = ""  # "~14m (p90 31m)" when the controller estimated it, else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,8 @@ class Story:
             h = self.hold
             hold = {"reason": h.reason, "message": h.message, "position": h.position,
                     "waitingInQueue": h.waiting_in_queue, "ahead": list(h.ahead), "aheadCount": h.ahead_count,
-                    "running": list(h.running), "runningCount": h.running_count, "queue": h.queue_figures}
+                    "running": list(h.running), "runningCount": h.running_count, "queue": h.queue_figures,
+                    "expectedStart": h.expected or None}
         return {
             "pod": self.pod, "state": self.state, "headline": self.headline,
             "facts": {k.lower().replace(" ", "_"): v for k, v in self.facts},  # stable keys: "queue", "node"
@@ -131,7 +134,24 @@ def _hold(entry: Entry, standing: Standing) -> Hold:
     row = next((r for r in standing.queue_rows() if r.name == entry.queue), None)
     figures = f"running {row.running}, GPUs {row.gpus}, pending {row.pending}" if row else ""
     return Hold(entry.reason, entry.message, entry.position, len(waiting), tuple(keys_ahead[:SHOWN_AHEAD]),
-                len(keys_ahead), tuple(w.key for w in running[:SHOWN_AHEAD]), len(running), figures)
+                len(keys_ahead), tuple(w.key for w in running[:SHOWN_AHEAD]), len(running), figures,
+                entry.queue)
+
+
+RELEASING_WORDS = "fits now: the controller releases it on its next cycle"
+
+
+def _visible_hold(item: Mapping[str, Any]) -> Hold:
+    """The hold as the visibility API serves it: position, workloads ahead, expected start."""
+    position, ahead = item.get("position"), item.get("workloadsAhead")
+    start = fields.obj(item.get("expectedStart"))
+    p50, p90 = start.get("p50Seconds"), start.get("p90Seconds")
+    expected = ""
+    if isinstance(p50, int | float) and isinstance(p90, int | float):
+        expected = expected_start((float(p50), float(p90)))
+    return Hold(str(item.get("reason") or ""), str(item.get("message") or ""),
+                position if isinstance(position, int) else None, 0, (),
+                ahead if isinstance(ahead, int) else 0, (), 0, "", str(item.get("queue") or ""), expected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,9 +334,14 @@ def in_time_order(moments: Sequence[Moment]) -> list[Moment]:
 
 
 def _held(f: _Facts, standing: Standing | None, forbidden: str,
-          stalled: str) -> tuple[str, Hold | None, list[str]]:
+          stalled: str, visible: Mapping[str, Any] | None = None) -> tuple[str, Hold | None, list[str]]:
     """The headline, the hold and the notes of a gated pod."""
     entry = standing.entry(f.namespace, f.name) if standing is not None else None
+    if standing is None and visible is not None:
+        hold = _visible_hold(visible)
+        if not hold.reason:
+            return f"held by Sluicegate, but it {RELEASING_WORDS}", hold, []
+        return f"held by Sluicegate: {hold.reason}: {hold.message}", hold, []
     if standing is None or entry is None:
         notes = [f"position and what is ahead unknown: {forbidden}"] if standing is None else []
         if f.dispatched is not None:
@@ -327,14 +352,16 @@ def _held(f: _Facts, standing: Standing | None, forbidden: str,
     if entry.state == RELEASING:
         if stalled:
             return f"held by Sluicegate: it fits now, but {stalled}", replace(hold, message=stalled), []
-        return "held by Sluicegate, but it fits now: the controller releases it on its next cycle", hold, []
+        return f"held by Sluicegate, but it {RELEASING_WORDS}", hold, []
     return f"held by Sluicegate: {entry.reason}: {entry.message}", hold, []
 
 
 def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: Standing | None,
-         forbidden: str = "", *, stalled: str = "", connected: bool | None = None) -> Story:
+         forbidden: str = "", *, stalled: str = "", connected: bool | None = None,
+         visible: Mapping[str, Any] | None = None) -> Story:
     """The story of ``pod``; ``standing`` is the decision on the whole cluster (None when the
-    user may not read it, ``forbidden`` saying why)."""
+    user may not read it, ``forbidden`` saying why); ``visible``: the pod as the visibility API
+    serves it (its position without the whole cluster), when it was read."""
     f = _Facts.of(pod)
     timeline = _timeline(f, events)
     notes: list[str] = []
@@ -355,7 +382,9 @@ def tell(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]], standing: 
         state, headline = FINISHED, f"finished: {f.phase}{_why_failed(f)} at {when(ended_at) or '?'}{ran}"
     elif f.gated:
         state = HELD
-        headline, hold, notes = _held(f, standing, forbidden, stalled)
+        headline, hold, notes = _held(f, standing, forbidden, stalled, visible)
+        if hold is not None and not hold.expected and visible is not None:
+            hold = replace(hold, expected=_visible_hold(visible).expected)
         if stalled and stalled not in headline:
             notes = [*notes, stalled]
     elif not f.node and f.unschedulable:
@@ -422,11 +451,19 @@ def render(story: Story) -> str:
         lines += ["", "Waiting:"]
         # A pod whose namespace left its team counts in no queue: it has no place in one.
         outside = h.reason == keys.Reason.NAMESPACE_LEFT_TEAM.value
-        where = f"position {h.position} of {h.waiting_in_queue}" if h.position else "next"
+        of = f" of {h.waiting_in_queue}" if h.waiting_in_queue else ""
+        where = f"position {h.position}{of}" if h.position else "next"
         place = "no place in its queue's order" if outside else f"{where} in its queue"
-        lines.append(f"  {place}; {h.queue_figures}")
+        lines.append(f"  {place}; {h.queue_figures}" if h.queue_figures else f"  {place}")
+        if h.queue and not outside:
+            plural = "" if h.ahead_count == 1 else "s"
+            lines.append(f"  after {h.ahead_count} workload{plural} ahead in queue {h.queue}")
         lines.append(f"  reason {h.reason}: {h.message}" if h.reason else f"  {h.message}")
-        if h.ahead and not outside:
+        if h.expected:
+            lines.append(f"  expected to start {h.expected}")
+        if not h.queue_figures:  # from the visibility API alone: the rest of the queue is not read
+            pass
+        elif h.ahead and not outside:
             lines.append(f"  ahead of it{_more(h.ahead, h.ahead_count)}:")
             lines += [f"    {a}" for a in h.ahead]
         elif not outside:

@@ -5,7 +5,8 @@ This is the process's composition root: ``gate_controller`` builds the controlle
 collaborators and wires them to each other, and ``serve`` wires the controller to the cache,
 the Lease and the servers. Nothing else builds them.
 
-Every replica keeps the cache warm and serves probes, metrics and the scheduler extender; only
+Every replica keeps the cache warm and serves probes, metrics, the scheduler extender and the
+visibility API (``controller.visibility``, off the dispatch path); only
 the holder of the Lease dispatches and writes. On SIGTERM a replica turns unready, stops
 deciding, lets the gate removals in flight finish, and releases the Lease so that a standby
 takes over at its next try instead of after the lease duration.
@@ -30,12 +31,16 @@ from controller.explaining import Explainer
 from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
 from controller.metrics import ControllerMetrics
 from controller.pacing import Freezer
+from controller.pending import GROUP_VERSION
 from controller.releasing import Releaser
 from controller.reporting import Reporter, Shown
 from controller.settings import Settings, parse
 from controller.snapshots import SnapshotBuilder
+from controller.visibility import Viewer, no_estimates
+from controller.visibility import build_app as build_visibility
 from extender.application import extender_app
 from extender.nodes import NodeShapes, watch_nodes
+from kube.authenticating import FrontProxy, front_proxy
 from kube.cache import Cache
 from kube.connecting import Connection
 from kube.leasing import Elector
@@ -43,6 +48,7 @@ from kube.resources import PODS
 from policy.catalog import Catalog
 from policy.model import Nodes
 from process import catalogs
+from process.callers import Reviews
 from process.certificates import ReloadingCertificate
 from process.loops import LoopProbe
 from process.serving import Servers, run
@@ -51,6 +57,20 @@ from process.signals import stopped
 log = logging.getLogger(__name__)
 
 USER_AGENT: Final = "sluicegate-controller"
+# As the recorder's bound (recorder/settings.py): the aggregation layer keeps a few keep-alive
+# connections; a flood of others must not take the controller's memory.
+VISIBILITY_CONNECTIONS: Final = 128
+
+
+async def _front_proxy(connection: Connection) -> FrontProxy | None:
+    """The API server's front proxy, whose client certificate the visibility API verifies; None
+    when the API server has none (then only bearer tokens are accepted)."""
+    proxy = await front_proxy(connection)
+    if proxy is None:
+        log.warning("the API server publishes no front-proxy CA (no requestheader-client-ca-file in "
+                    "kube-system/extension-apiserver-authentication): the visibility API accepts only "
+                    "bearer tokens, and reading it through the API server is refused")
+    return proxy
 
 
 async def _announce_sync(cache: Cache, pods: int) -> None:
@@ -130,7 +150,21 @@ async def serve(settings: Settings) -> None:
     if settings.extender:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
         servers.tls(extender_app(cache, metrics.registry, shapes.nodes), settings.host, settings.port,
-                    certificate)
+                    certificate, listen_fd=settings.listen_fd)
+    if settings.visibility:
+        try:
+            proxy = await _front_proxy(connection)
+        except BaseException:
+            await connection.close()
+            raise
+        viewer = Viewer(pods, cache.catalog, lambda ns: _team_of(cache, ns), shapes.inventory,
+                        estimate=no_estimates,  # the start estimator plugs in here
+                        seconds=settings.visibility_seconds)
+        visible = ReloadingCertificate(Path(settings.visibility_tls_cert), Path(settings.visibility_tls_key),
+                                       proxy.ca if proxy is not None else None)
+        servers.tls(build_visibility(viewer, Reviews(connection), front_proxy=proxy),
+                    settings.visibility_host, settings.visibility_port, visible,
+                    connections=VISIBILITY_CONNECTIONS, listen_fd=settings.visibility_listen_fd)
     cache.start()
     dispatching = asyncio.create_task(_after_sync(cache, controller.run), name="dispatch")
     lasting = [  # tasks that run until the process stops
@@ -142,6 +176,9 @@ async def serve(settings: Settings) -> None:
     tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
     try:
         await servers.start(settings.cert_reload_seconds)
+        if settings.visibility:
+            log.info("serving the visibility API (%s) on https://%s:%d", GROUP_VERSION,
+                     settings.visibility_host, settings.visibility_port)
         if settings.extender:
             log.info("serving the scheduler extender on https://%s:%d", settings.host, settings.port)
         else:

@@ -19,6 +19,17 @@ from process.settings import Flags, ServerSettings, server_settings
 class Settings(ServerSettings):
     port: int = 8444  # the scheduler extender, over TLS (kube-scheduler calls it)
     extender: bool = True
+    # The visibility API (visibility.sluicegate.dev), over TLS with the same certificate: the API
+    # server's aggregation layer calls it through the Service sluicegate-controller.
+    visibility: bool = True
+    visibility_host: str = "0.0.0.0"
+    visibility_port: int = 8445
+    visibility_listen_fd: int | None = None
+    # The webhook's certificate (it names the Service sluicegate-visibility; the APIService trusts
+    # its CA), not the extender's.
+    visibility_tls_cert: str = "/etc/sluicegate/visibility-tls/tls.crt"
+    visibility_tls_key: str = "/etc/sluicegate/visibility-tls/tls.key"
+    visibility_seconds: float = 2.0  # a read sees a board at most this old
     lease: LeaseSettings = field(default_factory=lambda: LeaseSettings(identity="sluicegate"))
     # The dispatch loop. A burst of events makes one cycle: the first opens a quiet period of
     # ``debounce_seconds`` that each further event extends, up to ``longest_seconds``. A cycle
@@ -60,6 +71,15 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     add = flags.add
     flags.server("the scheduler extender", d, drained="serving the extender", awaited="writes in flight")
     flags.switch("extender", d.extender, "serve the scheduler extender")
+    flags.switch("visibility", d.visibility, "serve the visibility API (visibility.sluicegate.dev)")
+    add("visibility-host", d.visibility_host, "address to serve the visibility API on (TLS)")
+    add("visibility-port", d.visibility_port, "port of the visibility API", int)
+    add("visibility-listen-fd", d.visibility_listen_fd,
+        "serve the visibility API on this inherited listening socket instead", int)
+    add("visibility-tls-cert", d.visibility_tls_cert, "the visibility API's serving certificate (PEM)")
+    add("visibility-tls-key", d.visibility_tls_key, "the visibility API's serving key (PEM)")
+    add("visibility-seconds", d.visibility_seconds, "rebuild the visibility API's answers at most this often",
+        float)
     add("lease-namespace", lease.namespace, "namespace of the leader-election Lease")
     add("lease-name", lease.name, "name of the leader-election Lease")
     add("identity", default_identity(environ), "this replica's leader-election identity")
@@ -88,6 +108,10 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     if not (math.isfinite(args.status_seconds) and args.status_seconds > 0):
         # 0, a negative or NaN would write status in a busy loop; infinity, never.
         flags.error("--status-seconds must be a positive number of seconds")
+    if not 0 <= args.visibility_port < 65536:
+        flags.error("ports must be between 0 and 65535")
+    if not (math.isfinite(args.visibility_seconds) and args.visibility_seconds > 0):
+        flags.error("--visibility-seconds must be a positive number of seconds")
     if not 0 <= args.debounce_seconds <= args.longest_seconds:
         flags.error("need 0 <= --debounce-seconds <= --longest-seconds")
     lease = LeaseSettings(
@@ -100,6 +124,13 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     return Settings(
         **server_settings(args),
         extender=args.extender,
+        visibility=args.visibility,
+        visibility_host=args.visibility_host,
+        visibility_port=args.visibility_port,
+        visibility_listen_fd=args.visibility_listen_fd,
+        visibility_tls_cert=args.visibility_tls_cert,
+        visibility_tls_key=args.visibility_tls_key,
+        visibility_seconds=args.visibility_seconds,
         lease=lease,
         debounce_seconds=args.debounce_seconds,
         longest_seconds=args.longest_seconds,

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,12 +41,20 @@ import yaml
 
 from certs import bundles
 from certs.issuing import WebhookFiles, issue
-from controlplane import processes
-from controlplane.endpoints import expose, host_address
+from controlplane import networks, processes
+from controlplane.endpoints import expose
 from controlplane.extenders import SchedulerExtender
 from controlplane.launching import READY_SECONDS, LocalCluster, Progress, StartError
 from controlplane.processes import STOP_SECONDS, free_port, log_tail, terminate
-from controlplane.services import EXTENDER_PORT, NAMESPACE, RECORDS_PORT, SERVICES, Launch, Service
+from controlplane.services import (
+    EXTENDER_PORT,
+    NAMESPACE,
+    RECORDS_PORT,
+    SERVICES,
+    VISIBILITY_PORT,
+    Launch,
+    Service,
+)
 from policy import keys
 from process import kubeyaml
 
@@ -57,6 +66,13 @@ CA_PLACEHOLDER: Final = "${SLUICEGATE_CA_BUNDLE}"
 TOKEN_DURATION: Final = "24h"
 RECORDER_SERVICE: Final = "sluicegate-recorder"
 RECORDER_SERVICE_PORT: Final = 8443  # as in manifests/default/recorder.yaml
+VISIBILITY_SERVICE: Final = "sluicegate-visibility"
+VISIBILITY_SERVICE_PORT: Final = 443  # as in manifests/default/controller.yaml
+SERVED: Final[Mapping[str, tuple[str, int]]] = {
+    RECORDS_PORT: (RECORDER_SERVICE, RECORDER_SERVICE_PORT),
+    VISIBILITY_PORT: (VISIBILITY_SERVICE, VISIBILITY_SERVICE_PORT),
+}
+"""Each served port's Service (name, port), through which the API server reaches it."""
 
 
 def _quiet(line: str) -> None:
@@ -101,7 +117,17 @@ class LocalSluicegate:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, dict[str, int]] = {}
         self._prepared = False
-        self.address = host_address() or "127.0.0.1"
+
+    @property
+    def network(self) -> networks.Network | None:
+        """The cluster's network namespace, where the API server reaches the served ports."""
+        return self.cluster.network or networks.load(self.cluster.layout.root)
+
+    @property
+    def address(self) -> str:
+        """Where the served ports listen: the network namespace's inner address."""
+        network = self.network
+        return network.inner_address if network is not None else "127.0.0.1"
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -125,6 +151,12 @@ class LocalSluicegate:
             return
         issue(self.tls.directory, hosts=["127.0.0.1"], new_ca=True)
         self._ports = {s.name: {p: free_port() for p in s.ports} for s in self.services}
+        # Replicas share a served port, as a Deployment's pods share their Service's target port:
+        # each listens on it (SO_REUSEPORT) and the Endpoints name it once.
+        shared: dict[str, int] = {}
+        for s in self.services:
+            for port in s.served:
+                self._ports[s.name][port] = shared.setdefault(port, self._ports[s.name][port])
         self._prepared = True
 
     def scheduler_extender(self) -> SchedulerExtender | None:
@@ -157,7 +189,7 @@ class LocalSluicegate:
             for service in self.services:
                 progress(f"sluicegate: starting {service.name} as {NAMESPACE}/{service.account}")
                 self.start(service.name)
-            self._expose_recorder(progress, apis)
+            self._expose_served(progress, apis)
             self.cluster.kubectl("apply", "-f", "-",
                                  input=kubeyaml.dump_all(self._pointed(hooks)))
             progress("sluicegate: waiting until the API server calls the webhook")
@@ -181,26 +213,33 @@ class LocalSluicegate:
         hooks = [d for d in documents if bundles.is_webhook_configuration(d)]
         self.cluster.kubectl("apply", "-f", "-", input=kubeyaml.dump_all(self._pointed(hooks)))
 
-    def _expose_recorder(self, progress: Progress, apis: Sequence[dict[str, Any]]) -> None:
-        """The recorder's Service, reached by the API server as in a cluster, and then its
-        APIService (``apis``) trusting the local CA: an APIService the API server cannot reach
-        would hold up the deletion of every namespace, so it is registered only here."""
+    def _expose_served(self, progress: Progress, apis: Sequence[dict[str, Any]]) -> None:
+        """Each served port's Service, reached by the API server as in a cluster, and then the
+        APIServices (``apis``) trusting the local CA: an APIService the API server cannot reach
+        would hold up the deletion of every namespace, so they are registered only here. A
+        port that replicas share is exposed once."""
+        exposed: dict[str, str] = {}  # Service -> the first process serving it
         for service in self.services:
-            if RECORDS_PORT not in service.ports:
-                continue
-            if self.address == "127.0.0.1":
-                progress("sluicegate: this host has no address but loopback; the API server cannot "
-                         "reach the recorder, so `sluicegate records export` cannot read it")
-                return
-            expose(self.cluster, NAMESPACE, RECORDER_SERVICE, RECORDER_SERVICE_PORT,
-                   self.port(service.name, RECORDS_PORT), self.address)
-            if apis:
-                progress("sluicegate: registering the records API; waiting until the API server reaches it")
-                self._register(apis, service.name)
+            for port in service.served:
+                name, service_port = SERVED[port]
+                if name in exposed:
+                    continue
+                if self.network is None:
+                    raise StartError(f"the cluster has no network namespace (controlplane/networks.py): "
+                                     f"the API server could not reach {service.name}")
+                expose(self.cluster, NAMESPACE, name, service_port, self.port(service.name, port),
+                       self.address)
+                exposed[name] = service.name
+        served = {d["spec"]["service"]["name"]: d for d in apis}
+        mine = [d for name, d in served.items() if name in exposed]
+        if mine:
+            progress("sluicegate: registering the aggregated APIs; waiting until the API server reaches them")
+            self._register(mine, [exposed[d["spec"]["service"]["name"]] for d in mine])
 
-    def _register(self, apis: Sequence[dict[str, Any]], name: str) -> None:
-        """Apply the APIServices trusting the local CA; wait until the API server reaches ``name``
-        through them, else fail with what the API server says and the end of its log."""
+    def _register(self, apis: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+        """Apply the APIServices trusting the local CA; wait until the API server reaches the
+        processes ``names`` through them, else fail with what the API server says and the end of
+        their logs."""
         filled = bundles.fill(apis, self.tls.ca_cert.read_bytes())
         self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(filled))
         objects = [f"apiservice/{d['metadata']['name']}" for d in filled]
@@ -209,9 +248,9 @@ class LocalSluicegate:
         if waited.returncode != 0:
             said = self.cluster.kubectl("get", *objects, "-o", "jsonpath={.status.conditions[*].message}",
                                         check=False).stdout
-            raise StartError(f"the API server did not reach {name} through {', '.join(objects)} within "
-                             f"{READY_SECONDS:.0f}s: {said or waited.stderr.strip()}; last lines of "
-                             f"{self.log(name)}:\n{log_tail(self.log(name))}")
+            tails = "\n".join(f"last lines of {self.log(n)}:\n{log_tail(self.log(n))}" for n in names)
+            raise StartError(f"the API server did not reach {', '.join(names)} through {', '.join(objects)} "
+                             f"within {READY_SECONDS:.0f}s: {said or waited.stderr.strip()}\n{tails}")
 
     def _render(self) -> list[dict[str, Any]]:
         text = self.cluster.kubectl("kustomize", str(self.manifests)).stdout
@@ -287,6 +326,7 @@ class LocalSluicegate:
         when given (``checkout.ROOT``: this checkout), else from this object's ``tree``."""
         service = self.service(name)
         source = tree or self.tree
+        sockets = self._served_sockets(service)
         launch = Launch(
             server=self.cluster.server,
             ca_file=self.cluster.layout.pki.ca_cert,
@@ -296,6 +336,7 @@ class LocalSluicegate:
             ports=self._ports[name],
             data=self.root,
             address=self.address,
+            listen_fds={port: s.fileno() for port, s in sockets.items()},
         )
         command = service.command(self.python, launch)
         self.cluster.layout.logs.mkdir(parents=True, exist_ok=True)
@@ -304,14 +345,30 @@ class LocalSluicegate:
             earlier = environment.get("PYTHONPATH")
             environment["PYTHONPATH"] = os.pathsep.join([str(source), earlier] if earlier else [str(source)])
         self.trees[name] = source
-        with self.log(name).open("ab") as log:
-            self._procs[name] = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=self.workdir or self.cluster.layout.root,
-                env={**environment, "PYTHONUNBUFFERED": "1"},
-            )
+        try:
+            with self.log(name).open("ab") as log:
+                self._procs[name] = subprocess.Popen(
+                    command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, cwd=self.workdir or self.cluster.layout.root,
+                    env={**environment, "PYTHONUNBUFFERED": "1"},
+                    pass_fds=tuple(s.fileno() for s in sockets.values()),
+                )
+        finally:
+            for held in sockets.values():  # the process has its own copy
+                held.close()
         self._save(commands={name: command})
         self._wait_ready(name)
+
+    def _served_sockets(self, service: Service) -> dict[str, socket.socket]:
+        """A listening socket inside the network namespace for each port the API server reaches
+        through a Service, for the process to inherit."""
+        if not service.served:
+            return {}
+        network = self.network
+        if network is None:
+            raise StartError(f"{service.name} serves the API server through a Service, but the cluster "
+                             "has no network namespace (controlplane/networks.py)")
+        return {port: networks.listen(network, self.port(service.name, port)) for port in service.served}
 
     def stop(self, name: str) -> None:
         """Stop one process (SIGTERM, then SIGKILL after a grace period)."""

@@ -9,47 +9,22 @@ pkg/registry/core/service/storage ``ResourceLocation``) proxies only to an addre
 pod's: the address needs a ``targetRef`` to a Pod of the namespace whose ``status.podIPs``
 holds it. Endpoints and EndpointSlices also refuse loopback addresses.
 
-So locally the recorder listens on this host's own non-loopback address, and ``expose``
-writes: a Service without selector (nothing manages its Endpoints), a stand-in Pod held by a
-scheduling gate of its own (never scheduled, so kwok never plays it and nothing deletes it),
-its status given that address as its pod IP, and Endpoints naming the Pod. Without a
-non-loopback address the recorder still records, but the CLI cannot reach it.
+So locally the recorder listens inside the cluster's network namespace, on its inner address
+(controlplane/networks.py: never loopback, never this host's own network address), and
+``expose`` writes: a Service without selector (nothing manages its Endpoints), a stand-in Pod
+held by a scheduling gate of its own (never scheduled, so kwok never plays it and nothing
+deletes it), its status given that address as its pod IP, and Endpoints naming the Pod. The
+controller's visibility API is reached the same way.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
 from typing import Any, Final
 
 from controlplane.launching import LocalCluster
 
 STAND_IN_GATE: Final = "local.sluicegate.dev/host-process"
-# Any address outside this host's networks (TEST-NET-3): connecting a UDP socket sends nothing,
-# it only makes the kernel choose the source address a packet would leave with.
-_PROBE: Final = ("203.0.113.1", 9)
-
-
-def host_address() -> str | None:
-    """This host's own IPv4 address that is not loopback, or None when it has none."""
-    candidates: list[str] = []
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect(_PROBE)
-            candidates.append(probe.getsockname()[0])
-    except OSError:
-        pass
-    try:
-        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-            candidates.append(str(info[4][0]))
-    except OSError:
-        pass
-    for candidate in candidates:
-        address = ipaddress.ip_address(candidate)
-        if not (address.is_loopback or address.is_link_local or address.is_unspecified):
-            return candidate
-    return None
 
 
 def objects(namespace: str, name: str, port: int, target_port: int, address: str) -> list[dict[str, Any]]:

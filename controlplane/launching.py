@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from controlplane import building, components
+from controlplane import building, components, networks
 from controlplane.components import Ports
 from controlplane.extenders import SchedulerExtender
 from controlplane.nodes import device_class, gpu_nodes, resource_slice
@@ -82,6 +82,8 @@ class LocalCluster:
         self.ports = Ports()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._bin: Path | None = None
+        self.network: networks.Network | None = None
+        """Where the API server reaches the processes it proxies to (``controlplane.networks``)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -128,6 +130,8 @@ class LocalCluster:
             self.layout.pki.generate()
         self.layout.pki.write_kubeconfig(self.kubeconfig, self.server)
         try:
+            progress("control plane: making the network namespace of the served processes")
+            self.network = networks.create(self.layout.root)
             self._start_all(progress)
         except BaseException:
             self.down()
@@ -357,8 +361,9 @@ class LocalCluster:
     # --- stopping -------------------------------------------------------------------------
 
     def down(self) -> None:
-        stop(self.layout.root)
+        stop(self.layout.root)  # the network namespace too
         self._procs.clear()
+        self.network = None
 
 
 def _b64(text: str) -> str:

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from controlplane import networks
 from controlplane.pki import Pki
 
 STOP_SECONDS = 15.0
 """How long a stopped process has after SIGTERM before SIGKILL."""
+KILL_SECONDS = 5.0
+"""How long ``terminate`` waits for killed processes to be gone."""
 
 
 PORT_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
@@ -234,20 +237,26 @@ def terminate(pids: Sequence[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        if alive(pid):
-            time.sleep(0.2)
+    # A killed process is gone only once it is reaped: wait for that (``alive`` reaps our
+    # children), or a caller that checks at once finds a zombie of a process that was stopped.
+    deadline = time.monotonic() + KILL_SECONDS
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.05)
 
 
 def stop(root: Path) -> list[str]:
-    """Stop every process recorded in ``root/cluster.json``; return the names stopped."""
+    """Stop every process recorded in ``root/cluster.json`` and remove the cluster's network
+    namespace (``controlplane.networks``); return the names stopped."""
     layout = Layout(root.resolve())
     try:
         recorded: dict[str, int] = json.loads(layout.state.read_text())["pids"]
     except (FileNotFoundError, KeyError, ValueError):
+        networks.remove(layout.root)
         return []
     running = {name: pid for name, pid in recorded.items() if _runs(pid, name)}
     # Stop in reverse start order: clients first, etcd last.
     order = list(reversed(running.items()))
     terminate([pid for _, pid in order])
     layout.state.unlink(missing_ok=True)
+    networks.remove(layout.root)
     return [name for name, _ in order]

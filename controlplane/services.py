@@ -3,13 +3,16 @@
 One row per process. Each runs as ``python -m <module>`` under its own ServiceAccount (a
 token from the TokenRequest API), so the RBAC in ``manifests/`` is what it really runs with.
 Each names the ports it needs; the one called ``metrics`` must answer ``/readyz``. The gate
-controller and scheduler extender is one more row.
+controller and scheduler extender is one more row. The ports a row names ``served`` are those
+the API server reaches through a Service: they listen inside the cluster's network namespace
+(controlplane/networks.py) on a socket the process inherits (``--listen-fd``); every other
+port, and the process itself, stays on this host's loopback.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -30,8 +33,10 @@ class Launch:
     ports: Mapping[str, int]  # free loopback ports, by the names the row asks for
     data: Path = Path("sluicegate")  # where a process keeps its state (the recorder's database)
     address: str = "127.0.0.1"
-    """This host's own, non-loopback address: where the API server's service proxy reaches a
-    process (it refuses loopback endpoints); see controlplane/endpoints.py."""
+    """The cluster network namespace's inner address: where the API server reaches a served port
+    (it refuses loopback endpoints); see controlplane/endpoints.py and controlplane/networks.py."""
+    listen_fds: Mapping[str, int] = field(default_factory=dict)
+    """The inherited listening socket of each served port, bound inside the namespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,8 @@ class Service:
     account: str  # a ServiceAccount in sluicegate-system
     ports: tuple[str, ...]
     arguments: Callable[[Launch], list[str]]
+    served: tuple[str, ...] = ()
+    """The ports the API server reaches through a Service (inside the network namespace)."""
 
     @property
     def log_name(self) -> str:
@@ -90,9 +97,18 @@ WEBHOOK: Final = Service(
 )
 
 
+VISIBILITY_PORT: Final = "visibility"
+"""The port name of the controller's visibility API (its Service's port ``https``)."""
+
+
 def controller_arguments(launch: Launch) -> list[str]:
     return [
         *server_arguments(launch, EXTENDER_PORT),
+        "--visibility-host", launch.address,
+        "--visibility-tls-cert", str(launch.tls_cert),
+        "--visibility-tls-key", str(launch.tls_key),
+        "--visibility-port", str(launch.ports[VISIBILITY_PORT]),
+        *served_arguments(launch, VISIBILITY_PORT, "--visibility-listen-fd"),
         # Locally a standby takes over within 8 s of a leader's death (15 s in a cluster).
         "--lease-duration", "8",
         "--renew-deadline", "6",
@@ -105,19 +121,25 @@ CONTROLLER: Final = Service(
     name="controller",
     module="controller",
     account="sluicegate-controller",
-    ports=(EXTENDER_PORT, "metrics"),
+    ports=(EXTENDER_PORT, VISIBILITY_PORT, "metrics"),
     arguments=controller_arguments,
+    served=(VISIBILITY_PORT,),
 )
 
 RECORDS_PORT: Final = "records"
 """The port name of the recorder's HTTPS API (the Service's port ``https``)."""
 
 
+def served_arguments(launch: Launch, port: str, flag: str = "--listen-fd") -> list[str]:
+    """Serve ``port`` on its socket inside the network namespace: the API server's service
+    proxy, through which the CLI reads it, does not proxy to loopback (controlplane/endpoints.py)."""
+    return [flag, str(launch.listen_fds[port])]
+
+
 def recorder_arguments(launch: Launch) -> list[str]:
     return [
-        # Served on this host's own address: the API server's service proxy, through which the
-        # CLI reads the records, does not proxy to loopback (controlplane/endpoints.py).
         *server_arguments(launch, RECORDS_PORT, host=launch.address),
+        *served_arguments(launch, RECORDS_PORT),
         "--database", str(launch.data / "recorder" / "records.db"),
         # Commit often: the e2e tests kill it and count what survived.
         "--flush-seconds", "0.2",
@@ -130,6 +152,7 @@ RECORDER: Final = Service(
     account="sluicegate-recorder",
     ports=(RECORDS_PORT, "metrics"),
     arguments=recorder_arguments,
+    served=(RECORDS_PORT,),
 )
 
 SERVICES: Final[tuple[Service, ...]] = (WEBHOOK, CONTROLLER, RECORDER)

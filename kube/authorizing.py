@@ -41,19 +41,22 @@ class Access:
     namespace: str = ""
     name: str = ""
     path: str = ""
+    subresource: str = ""
 
     def attributes(self) -> tuple[str, dict[str, str]]:
         """The SubjectAccessReview field and its value."""
         if self.path:
             return "nonResourceAttributes", {"path": self.path, "verb": self.verb}
         fields = {"group": self.group, "resource": self.resource, "verb": self.verb,
-                  "namespace": self.namespace, "name": self.name}
+                  "namespace": self.namespace, "name": self.name, "subresource": self.subresource}
         return "resourceAttributes", {k: v for k, v in fields.items() if v or k == "group"}
 
     def __str__(self) -> str:
         if self.path:
             return f"{self.verb} {self.path}"
         what = f"{self.resource}.{self.group}" if self.group else self.resource
+        if self.subresource:
+            what = f"{self.resource}/{self.subresource}" + (f".{self.group}" if self.group else "")
         if self.name:
             what += f"/{self.name}"
         return f"{self.verb} {what}" + (f" in namespace {self.namespace}" if self.namespace else "")

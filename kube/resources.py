@@ -54,6 +54,10 @@ PRIORITY_CLASSES: Final = Resource("scheduling.k8s.io", "v1", "priorityclasses",
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event", namespaced=True)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 RECORDS: Final = Resource("records.sluicegate.dev", "v1alpha1", "records", "Record", namespaced=True)
+# The visibility API the controller serves: each namespace's waiting pods, and per queue for admins
+# (the subresource ``pendingpods`` of the cluster-scoped ``queues`` of that group).
+PENDING_PODS: Final = Resource("visibility.sluicegate.dev", "v1alpha1", "pendingpods", "PendingPod",
+                               namespaced=True)
 """The run records: the recorder serves them as an aggregated API (the APIService
 ``v1alpha1.records.sluicegate.dev``), one collection in the recorder's own namespace, so the
 API server authenticates every reader and RBAC (``list records``) decides."""

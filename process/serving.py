@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class _Site:
     certificate: ReloadingCertificate | None
     connections: int | None
     reuse_port: bool = False
+    listen_fd: int | None = None
 
 
 class Servers:
@@ -50,11 +52,13 @@ class Servers:
         self._sites.append(_Site(self._runner(app), host, port, None, None))
 
     def tls(self, app: web.Application, host: str, port: int, certificate: ReloadingCertificate, *,
-            connections: int | None = None, reuse_port: bool = False) -> None:
+            connections: int | None = None, reuse_port: bool = False, listen_fd: int | None = None) -> None:
         """``connections``: at most that many open at once; the ones over it are closed before
         any TLS work. ``reuse_port``: several processes listen on the port (``SO_REUSEPORT``),
-        and the kernel spreads new connections among them."""
-        self._sites.append(_Site(self._runner(app), host, port, certificate, connections, reuse_port))
+        and the kernel spreads new connections among them. ``listen_fd``: serve on this
+        inherited listening socket instead of binding ``host:port``."""
+        self._sites.append(_Site(self._runner(app), host, port, certificate, connections, reuse_port,
+                                 listen_fd))
 
     def _runner(self, app: web.Application) -> web.AppRunner:
         return web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_seconds)
@@ -75,13 +79,22 @@ class Servers:
                 await self._serve_tls(site, site.certificate, reload_seconds)
 
     async def _serve_tls(self, site: _Site, certificate: ReloadingCertificate, reload_seconds: float) -> None:
+        inherited = None
+        if site.listen_fd is not None:
+            inherited = socket.socket(fileno=site.listen_fd)
+            inherited.setblocking(False)
         if site.connections is not None:
             handler = site.runner.server
             assert handler is not None, "AppRunner.setup() makes the server"
             limit = ConnectionLimit(handler, certificate.context, site.connections)
             loop = asyncio.get_running_loop()
-            self._listeners.append(await loop.create_server(limit, site.host, site.port,
-                                                            reuse_port=site.reuse_port or None))
+            if inherited is not None:
+                self._listeners.append(await loop.create_server(limit, sock=inherited))
+            else:
+                self._listeners.append(await loop.create_server(limit, site.host, site.port,
+                                                                reuse_port=site.reuse_port or None))
+        elif inherited is not None:
+            await web.SockSite(site.runner, inherited, ssl_context=certificate.context).start()
         else:
             await web.TCPSite(site.runner, site.host, site.port, ssl_context=certificate.context,
                               reuse_port=site.reuse_port or None).start()

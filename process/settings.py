@@ -25,6 +25,9 @@ class ServerSettings:
     # What the API server or kube-scheduler calls, over TLS.
     host: str = "0.0.0.0"
     port: int = 8443
+    listen_fd: int | None = None
+    """An inherited socket, already listening, to serve on instead of ``host:port`` (the local
+    control plane binds it inside a network namespace: controlplane/networks.py)."""
     tls_cert: str = "/etc/sluicegate/tls/tls.crt"
     tls_key: str = "/etc/sluicegate/tls/tls.key"
     cert_reload_seconds: float = 10.0
@@ -73,6 +76,8 @@ class Flags:
         add = self.add
         add("host", d.host, f"address to serve {what} on (TLS)")
         add("port", d.port, f"port of {what}", int)
+        add("listen-fd", d.listen_fd, f"serve {what} on this inherited listening socket instead of "
+            "--host and --port", int)
         add("tls-cert", d.tls_cert, f"{what}'s serving certificate (PEM), reloaded when it changes")
         add("tls-key", d.tls_key, f"{what}'s serving key (PEM), reloaded when it changes")
         add("cert-reload-seconds", d.cert_reload_seconds, "how often to look for a new certificate", float)
@@ -107,7 +112,8 @@ class Flags:
 def server_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The answers to ``Flags.server``, as keywords of a ``ServerSettings`` (or a subclass)."""
     return {
-        "host": args.host, "port": args.port, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
+        "host": args.host, "port": args.port, "listen_fd": args.listen_fd, "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
         "cert_reload_seconds": args.cert_reload_seconds, "metrics_host": args.metrics_host,
         "metrics_port": args.metrics_port,
         "connection": ConnectionSettings(kubeconfig=args.kubeconfig, context=args.context, server=args.server,

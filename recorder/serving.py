@@ -67,7 +67,8 @@ async def serve(settings: Settings) -> None:
     records = build_app(store, metrics, Reviews(connection), front_proxy=proxy, namespace=settings.namespace)
     # Bounded like the webhook's: a flood of connections must not take the recorder, and with
     # it the records API that every namespace's deletion waits on, out of memory.
-    servers.tls(records, settings.host, settings.port, certificate, connections=settings.max_connections)
+    servers.tls(records, settings.host, settings.port, certificate, connections=settings.max_connections,
+                listen_fd=settings.listen_fd)
     servers.plain(operations_app(ready, metrics), settings.metrics_host, settings.metrics_port)
     recording = asyncio.create_task(recorder.run(), name="recorder")
     try:

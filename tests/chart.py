@@ -2,8 +2,9 @@
 manifests/, written from them, and the comparison that keeps both installs one.
 
 Helm reads no file outside the chart's directory, so the files the chart takes from manifests/
-as they are (the CRDs, RBAC, the webhook configurations, the records APIService, the scheduler's
-configuration, the monitoring component, cert-manager's certificates, the samples) are copied
+as they are (the CRDs, RBAC, the webhook configurations, the records and visibility APIServices,
+the scheduler's configuration, the monitoring component, cert-manager's certificates, the
+samples) are copied
 into it: ``python -m tests.chart`` (``make chart``) writes them, and tests/unit/test_chart.py
 fails when the checked-in copies differ from what it writes. Which files are copied is read from
 the kustomizations themselves, so a file added to one of them reaches the chart at the next
@@ -36,6 +37,7 @@ COPIED: Final = (
     ("base", "files/base"),
     ("admission", "files/admission"),
     ("records-api", "files/records-api"),
+    ("visibility-api", "files/visibility-api"),
     ("scheduler", "files/scheduler"),
     ("components/monitoring", "files/monitoring"),
     ("components/cert-manager", "files/cert-manager"),

@@ -72,7 +72,7 @@ def reader_binding(cluster: LocalCluster) -> Iterator[str]:
 
 
 def test_the_recorders_port_answers_no_one_without_credentials(running: LocalSluicegate) -> None:
-    assert running.address != "127.0.0.1", "this host has no address the API server can reach the recorder on"
+    assert running.address != "127.0.0.1", "the cluster has no network namespace to reach the recorder in"
     for path in ("/records", RECORDS, "/nowhere"):
         status, body = direct(running, path)
         assert status == 401, (path, body)

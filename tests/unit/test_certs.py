@@ -57,7 +57,7 @@ def _dns_names(path: Path) -> list[str]:
     return names
 
 
-def test_the_serving_certificate_names_both_services_and_localhost_and_the_ca_signed_it(
+def test_the_serving_certificate_names_the_three_services_and_localhost_and_the_ca_signed_it(
     tmp_path: Path
 ) -> None:
     assert main(["webhook", "--dir", str(tmp_path), "--host", "127.0.0.1"]) == 0
@@ -75,6 +75,11 @@ def test_the_serving_certificate_names_both_services_and_localhost_and_the_ca_si
         "sluicegate-recorder.sluicegate-system",
         "sluicegate-recorder.sluicegate-system.svc",
         "sluicegate-recorder.sluicegate-system.svc.cluster.local",
+        # So does the controller's visibility API.
+        "sluicegate-visibility",
+        "sluicegate-visibility.sluicegate-system",
+        "sluicegate-visibility.sluicegate-system.svc",
+        "sluicegate-visibility.sluicegate-system.svc.cluster.local",
     ]
     assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     cert.verify_directly_issued_by(ca)

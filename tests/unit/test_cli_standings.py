@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Observation, stand
+from cli.standings import (
+    HELD,
+    RELEASING,
+    UNPLACEABLE_STATE,
+    Observation,
+    expected_start,
+    from_visibility,
+    stand,
+)
 from cli.stories import FINISHED, UNMANAGED, render, tell
 from kube.reading import kubeconfig_files
 from policy import keys
@@ -227,3 +235,27 @@ def test_a_pod_whose_release_the_api_server_refused_is_held_saying_so_and_the_on
     entries = {entry.name: entry for entry in lineup}
     assert (entries["a"].reason, entries["a"].state, entries["a"].message) == ("ReleaseRefused", HELD, words)
     assert entries["b"].state == RELEASING
+
+
+def test_the_visibility_apis_places_and_estimates_go_on_the_pods_read_in_its_order() -> None:
+    first = pod("a", "sweeps", gpus=2, at=1).gated()
+    second = pod("b", "sweeps", gpus=1, at=2).gated()
+    seen = Observation(namespaces=[MakeNamespace("vision-research").team("vision").obj()],
+                       pods=[first.obj(), second.obj()], now=T0 + 60)
+    items = [
+        {"metadata": {"name": "b", "namespace": "vision-research"}, "queue": "sweeps", "position": 1,
+         "workloadsAhead": 0, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running",
+         "expectedStart": {"p50Seconds": 840, "p90Seconds": 1860}},
+        {"metadata": {"name": "a", "namespace": "vision-research"}, "queue": "sweeps", "position": 2,
+         "workloadsAhead": 1, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running"},
+        {"metadata": {"name": "gone", "namespace": "vision-research"}, "queue": "sweeps", "position": 3,
+         "workloadsAhead": 2, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running"},
+    ]
+    entries = from_visibility(items, seen)
+    assert [(e.name, e.position, e.ahead, e.gpus, expected_start(e.expected)) for e in entries] == [
+        ("b", 1, 0, 1, "~14m (p90 31m)"), ("a", 2, 1, 2, "unknown")]
+
+
+def test_expected_starts_read_in_seconds_minutes_or_hours() -> None:
+    assert [expected_start(e) for e in (None, (45, 80), (840, 1860), (7200, 14400))] == [
+        "unknown", "~45s (p90 80s)", "~14m (p90 31m)", "~2h (p90 4h)"]

@@ -50,3 +50,24 @@ def test_a_status_interval_that_is_not_a_positive_number_of_seconds_is_refused_b
     with pytest.raises(SystemExit):
         parse([], {"SLUICEGATE_STATUS_SECONDS": value})
     assert "--status-seconds must be a positive number of seconds" in capsys.readouterr().err
+
+
+def test_the_visibility_api_is_on_by_default_on_its_own_port_with_the_webhooks_certificate() -> None:
+    s = parse([], {})
+    assert (s.visibility, s.visibility_host, s.visibility_port, s.visibility_listen_fd) == (
+        True, "0.0.0.0", 8445, None)
+    assert (s.visibility_tls_cert, s.visibility_tls_key) == (
+        "/etc/sluicegate/visibility-tls/tls.crt", "/etc/sluicegate/visibility-tls/tls.key")
+    assert s.visibility_seconds == 2.0
+
+
+def test_the_visibility_api_can_serve_an_inherited_socket_or_be_off() -> None:
+    s = parse(["--visibility-listen-fd", "7", "--listen-fd", "6"], {"SLUICEGATE_VISIBILITY": "false"})
+    assert (s.visibility_listen_fd, s.listen_fd, s.visibility) == (7, 6, False)
+
+
+@pytest.mark.parametrize("argv", [["--visibility-port", "70000"], ["--visibility-seconds", "0"],
+                                  ["--visibility-seconds", "nan"]])
+def test_a_visibility_setting_that_cannot_work_is_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv, {})

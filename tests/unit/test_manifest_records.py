@@ -68,8 +68,8 @@ def test_cert_manager_names_the_recorder_and_injects_its_ca_into_the_records_api
     certificate = find("Certificate", "sluicegate-webhook", "components/cert-manager")
     assert "sluicegate-recorder.sluicegate-system.svc" in certificate["spec"]["dnsNames"]
     component = yaml.safe_load((MANIFESTS / "components" / "cert-manager" / "kustomization.yaml").read_text())
-    (patch,) = [p for p in component["patches"] if p["target"]["kind"] == "APIService"]
-    assert patch["target"]["name"] == f"{RECORDS.version}.{RECORDS.group}"
+    (patch,) = [p for p in component["patches"] if p["target"]["kind"] == "APIService"
+                and p["target"]["name"] == f"{RECORDS.version}.{RECORDS.group}"]
     (op,) = yaml.safe_load(patch["patch"])
     assert op["value"] == {"cert-manager.io/inject-ca-from": "sluicegate-system/sluicegate-webhook"}
 
