@@ -10,7 +10,7 @@ device of the node) or as ``firstAvailable`` alternatives.
 
 What a device is worth is the Policy's ``deviceClasses``: a DeviceClass name and the quota
 resource each of its devices counts as (``gpu.nvidia.com: nvidia.com/gpu``). Devices of a class
-it does not map count for nothing. The rules (record NEW-gpus-through-dra):
+it does not map count for nothing. The rules (record 0047-gpus-through-dra):
 
 - ``exactly`` with a count: that many of the mapped resource;
 - ``firstAvailable``: for each resource, the most that any alternative takes of it (whichever

@@ -13,7 +13,7 @@ GPUs), its queue's or the cluster's when its shape has too few; what a running w
 already narrows what is left of it, and ``activeDeadlineSeconds`` bounds it. The estimate is
 made of three replays: every hold at its p10 (``p10``), at its mean (``p50``: a chain of n holds
 adds up to about n × the mean, not n × the median, and holds are skewed), and at its p90
-(``p90``). Record ``docs/decisions/NEW-expected-start-times.md`` says why these and not
+(``p90``). Record ``docs/decisions/0048-expected-start-times.md`` says why these and not
 replays with drawn holds, with the figures; ``samples=N`` does the latter (N replays with holds
 drawn at random, each workload's p10, p50 and p90 start over the runs), for comparison.
 
