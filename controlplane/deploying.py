@@ -217,9 +217,12 @@ class LocalSluicegate:
         """Each served port's Service, reached by the API server as in a cluster, and then the
         APIServices (``apis``) trusting the local CA: an APIService the API server cannot reach
         would hold up the deletion of every namespace, so they are registered only here. A
-        port that replicas share is exposed once."""
+        port that replicas share is exposed once; a process of a release older than the network
+        namespace serves on loopback, out of the API server's reach, and is not exposed."""
         exposed: dict[str, str] = {}  # Service -> the first process serving it
         for service in self.services:
+            if predates_networks(self.trees.get(service.name)):
+                continue
             for port in service.served:
                 name, service_port = SERVED[port]
                 if name in exposed:
@@ -326,7 +329,8 @@ class LocalSluicegate:
         when given (``checkout.ROOT``: this checkout), else from this object's ``tree``."""
         service = self.service(name)
         source = tree or self.tree
-        sockets = self._served_sockets(service)
+        older = predates_networks(source)
+        sockets = {} if older else self._served_sockets(service)
         launch = Launch(
             server=self.cluster.server,
             ca_file=self.cluster.layout.pki.ca_cert,
@@ -335,7 +339,7 @@ class LocalSluicegate:
             tls_key=self.tls.key,
             ports=self._ports[name],
             data=self.root,
-            address=self.address,
+            address="127.0.0.1" if older else self.address,
             listen_fds={port: s.fileno() for port, s in sockets.items()},
         )
         command = service.command(self.python, launch)
@@ -495,3 +499,12 @@ def make_command(target: str, root: Path, default: Path = Path(".cluster")) -> s
     if root.resolve() == default.resolve():
         return f"make {target}"
     return f"make {target} CLUSTER_DIR={root}"
+
+
+def predates_networks(tree: Path | None) -> bool:
+    """``tree`` is a release older than the cluster's network namespace (it has no
+    controlplane/networks.py): its processes know no ``--listen-fd`` and serve on loopback, so
+    the API server does not reach its recorder (the upgrade test's previous release needs only
+    its webhook and controller, which the API server and kube-scheduler reach on loopback)."""
+    return tree is not None and not (tree / "controlplane" / "networks.py").exists()
+

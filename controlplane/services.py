@@ -104,11 +104,7 @@ VISIBILITY_PORT: Final = "visibility"
 def controller_arguments(launch: Launch) -> list[str]:
     return [
         *server_arguments(launch, EXTENDER_PORT),
-        "--visibility-host", launch.address,
-        "--visibility-tls-cert", str(launch.tls_cert),
-        "--visibility-tls-key", str(launch.tls_key),
-        "--visibility-port", str(launch.ports[VISIBILITY_PORT]),
-        *served_arguments(launch, VISIBILITY_PORT, "--visibility-listen-fd"),
+        *visibility_arguments(launch),
         # Locally a standby takes over within 8 s of a leader's death (15 s in a cluster).
         "--lease-duration", "8",
         "--renew-deadline", "6",
@@ -132,8 +128,25 @@ RECORDS_PORT: Final = "records"
 
 def served_arguments(launch: Launch, port: str, flag: str = "--listen-fd") -> list[str]:
     """Serve ``port`` on its socket inside the network namespace: the API server's service
-    proxy, through which the CLI reads it, does not proxy to loopback (controlplane/endpoints.py)."""
-    return [flag, str(launch.listen_fds[port])]
+    proxy, through which the CLI reads it, does not proxy to loopback (controlplane/endpoints.py).
+    None for a release older than the network namespace (``Launch.listen_fds`` empty): it serves
+    on loopback, where the API server does not reach it."""
+    fd = launch.listen_fds.get(port)
+    return [] if fd is None else [flag, str(fd)]
+
+
+def visibility_arguments(launch: Launch) -> list[str]:
+    """The controller's visibility API, on its socket inside the network namespace; none for a
+    release older than the API (which knows none of these flags)."""
+    if VISIBILITY_PORT not in launch.listen_fds:
+        return []
+    return [
+        "--visibility-host", launch.address,
+        "--visibility-tls-cert", str(launch.tls_cert),
+        "--visibility-tls-key", str(launch.tls_key),
+        "--visibility-port", str(launch.ports[VISIBILITY_PORT]),
+        *served_arguments(launch, VISIBILITY_PORT, "--visibility-listen-fd"),
+    ]
 
 
 def recorder_arguments(launch: Launch) -> list[str]:

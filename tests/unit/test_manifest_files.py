@@ -195,3 +195,30 @@ def test_the_sample_namespaces_name_only_queues_and_presets_that_exist() -> None
         assert ns.allowed_presets is not None and ns.allowed_presets <= set(catalog.presets), ns.name
     for preset in catalog.presets.values():
         assert not preset.queue or preset.queue in catalog.queues
+
+
+def _port_names(node: Any) -> list[str]:
+    """Every container port name and named Service targetPort under ``node``."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "ports" and isinstance(value, list):
+                for port in value:
+                    if isinstance(port, dict):
+                        found += [v for k, v in port.items()
+                                  if k in ("name", "targetPort") and isinstance(v, str)]
+            found += _port_names(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _port_names(item)
+    return found
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=_rel)
+def test_every_port_name_is_one_the_api_server_accepts(path: Path) -> None:
+    """An IANA service name: at most 15 characters, lower-case letters, digits and dashes."""
+    for name in _port_names(documents(path)):
+        if "{{" in name:
+            continue
+        assert len(name) <= 15 and re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", name), (
+            f"{_rel(path)}: port name {name!r} is not a valid port name (at most 15 characters)")
