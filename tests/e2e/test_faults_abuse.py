@@ -258,6 +258,9 @@ CONTROLLER = EVERYONE | {
     *((f"{k}.sluicegate.dev/status", "", v) for k in ("queues", "teams", "policies")
       for v in ("get", "update", "patch")),
 }
+# The visibility API it serves, as an aggregated API server (system:auth-delegator).
+CONTROLLER |= {("tokenreviews.authentication.k8s.io", "", "create"),
+               ("subjectaccessreviews.authorization.k8s.io", "", "create")}
 CONTROLLER_LEASE = {("leases.coordination.k8s.io", "", "create"),
                     *(("leases.coordination.k8s.io", "sluicegate-controller", v)
                       for v in ("get", "watch", "update", "patch"))}
@@ -267,6 +270,8 @@ WEBHOOK = EVERYONE | {
     *(("jobs.batch", "", v) for v in READ),  # a Job's creator, for its pods' stamps
     *(("priorityclasses.scheduling.k8s.io", "", v) for v in ("list", "watch")),  # may a class preempt?
     ("subjectaccessreviews.authorization.k8s.io", "", "create"),
+    # what a pod's DRA claims count as, while the Policy maps a DeviceClass
+    *((f"{r}.resource.k8s.io", "", "get") for r in ("resourceclaims", "resourceclaimtemplates")),
 }
 
 
