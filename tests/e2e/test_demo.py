@@ -89,8 +89,9 @@ def test_make_demo_plays_the_story_to_the_end_and_its_summary_holds(tmp_path: Pa
         for alert, stuck in (("SluicegateDispatchedButUnplaceable", tune),
                              ("SluicegateWorkCanNeverRun", giant)):
             queue = stuck["metadata"]["labels"][keys.QUEUE_LABEL]
-            assert re.search(rf"^  {alert} pending since [\d:]+ UTC queue={queue} severity=warning: ",
-                             alerts, re.MULTILINE), alerts
+            # the labels in name order: the never-placeable one's also say its reason and team
+            assert re.search(rf"^  {alert} pending since [\d:]+ UTC queue={queue} (reason=\w+ )?"
+                             rf"severity=warning( team=[\w-]+)?: ", alerts, re.MULTILINE), alerts
         assert " firing " not in alerts, alerts
         nlp = next(t for t in kubectl("get", "teams")["items"] if t["metadata"]["name"] == "nlp")
         assert nlp["status"]["display"]["gpus"] == "8/16"  # the fine-tuning pod's alone

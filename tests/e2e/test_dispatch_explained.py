@@ -68,6 +68,9 @@ def test_every_series_the_shipped_alerts_read_is_exposed_by_a_real_scrape(
     stopped = scene.queue("stopped", maxRunning=0)
     scene.pods(namespace, stopped, 1, prefix="held")  # waiting, with a reason
     scene.wait_reason(namespace, ["held00"], keys.Reason.QUEUE_LIMIT.value)
+    small = scene.queue("small", quota={keys.GPU_RESOURCE: "1"})
+    scene.pods(namespace, small, 1, prefix="never", gpus=2)  # more than its quota by itself: never runs
+    scene.wait_reason(namespace, ["never00"], keys.Reason.QUEUE_QUOTA.value)
 
     (rule,) = yaml.safe_load_all(RULES.read_text())
     expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
