@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Final, TypedDict
+from typing import Final
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -47,6 +47,7 @@ from policy.ordering import Turns
 from policy.pods import Pod
 from policy.workloads import build_workloads
 from process.callers import IDENTITY, Reviewer, guard
+from process.serving import APIResourceListJSON
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +62,11 @@ decision taken on it; pure."""
 
 
 def no_estimates(snapshot: Snapshot, decision: Decision) -> Mapping[str, Estimate]:
-    """No workload's start is known: every item's ``expectedStart`` is absent. The estimator,
-    once it exists, replaces this in ``controller.serving``."""
+    """No workload's start is known: every item's ``expectedStart`` is absent. Joining
+    ``simulator.estimating.estimate`` here (with durations from the recorder's records) is what
+    is left to do; until then ``controller.serving`` passes this."""
     del snapshot, decision
     return {}
-
-
-class APIResourceListJSON(TypedDict):
-    kind: str
-    apiVersion: str
-    groupVersion: str
-    resources: list[dict[str, object]]
 
 
 RESOURCES: Final = APIResourceListJSON(

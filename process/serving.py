@@ -18,7 +18,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from aiohttp import web
 
@@ -26,6 +26,17 @@ from kube.connecting import KubeError
 from process import logs
 from process.certificates import ReloadingCertificate
 from process.connections import ConnectionLimit
+
+
+class APIResourceListJSON(TypedDict):
+    """The discovery document an aggregated API serves at its group version (the recorder's
+    records, the controller's visibility API)."""
+
+    kind: str
+    apiVersion: str
+    groupVersion: str
+    resources: list[dict[str, object]]
+
 
 log = logging.getLogger(__name__)
 

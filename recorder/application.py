@@ -32,6 +32,7 @@ from kube.authorizing import Access
 from kube.resources import RECORDS
 from process.callers import IDENTITY, Refused, Reviewer, guard
 from process.probes import Readiness, probe_app
+from process.serving import APIResourceListJSON
 from recorder.lives import workloads
 from recorder.metrics import RecorderMetrics
 from recorder.store import Store, StoreError
@@ -75,13 +76,6 @@ def _errors(metrics: RecorderMetrics) -> Middleware:
         return response
 
     return middleware
-
-
-class APIResourceListJSON(TypedDict):
-    kind: str
-    apiVersion: str
-    groupVersion: str
-    resources: list[dict[str, object]]
 
 
 # The answer is a RecordList of trace lines, not Kubernetes objects, and only in one namespace,
