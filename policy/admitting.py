@@ -33,7 +33,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final
 
-from policy import fields, keys, marks, priorities
+from policy import fields, keys, marks, owners, priorities
 from policy.catalog import UNREADABLE, Catalog
 from policy.creators import (
     honours_stamp,
@@ -52,7 +52,7 @@ from policy.patching import diff
 from policy.pods import Submitter, pod_requests
 from policy.presets import Preset
 from policy.priorities import PriorityClasses
-from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Request
+from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, OwnerKind, Request
 from policy.shapes import check_request
 from policy.validating import problems
 
@@ -104,13 +104,12 @@ def review(
     if request.operation is Operation.CREATE:
         if request.kind == POD:
             return _create_pod(request, namespace, catalog, now, owner_creator, classes, claims)
-        if request.kind in OWNER_TEMPLATES:
-            return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind], classes)
+        if request.kind in OWNERS:
+            return _create_owner(request, namespace, catalog, OWNERS[request.kind], classes, now)
     if request.operation is Operation.UPDATE and request.user != controller:
-        guarded = guard(request, may_release=may_release, trusted=catalog.policy.trusted_controllers)
-        if isinstance(guarded, Admit) and request.kind in OWNER_TEMPLATES:
-            path = OWNER_TEMPLATES[request.kind]
-            return _update_owner(request, namespace, catalog, path, classes) or guarded
+        guarded = guard(request, may_release=may_release, policy=catalog.policy)
+        if isinstance(guarded, Admit) and request.kind in OWNERS:
+            return _update_owner(request, namespace, catalog, OWNERS[request.kind], classes) or guarded
         return guarded
     return Admit()
 
@@ -361,62 +360,143 @@ def _create_owner(
     request: Request,
     namespace: Namespace,
     catalog: Catalog,
-    path: tuple[str, ...],
+    row: OwnerKind,
     classes: PriorityClasses,
+    now: datetime,
 ) -> Decision:
     """A Job (or another owner kind) is judged as the account that creates it, whoever that is:
-    a stamp on its template that names anyone else is refused in every namespace. The one
-    exception is an object its own owner's controller creates from a stamped template (a Job
-    the cronjob controller creates for a CronJob): it is judged as the stamp names."""
+    a stamp on one of its templates that names anyone else is refused in every namespace. The
+    one exception is an object its own owner's controller creates from a stamped template (a Job
+    the cronjob controller creates for a CronJob, a RayCluster KubeRay creates for a RayJob): it
+    is judged as the stamp names. Every template is judged and stamped; the pods of a kind that
+    starts them together form one pod group (``_gang``)."""
     obj = request.object
-    template = fields.at(obj, path)
-    meta = fields.obj(template.get("metadata"))
-    labels = fields.string_map(meta.get("labels"))
-    notes = fields.string_map(meta.get("annotations"))
-    raw = notes.get(keys.SUBMITTER_ANNOTATION)
-    stamped = Submitter.from_annotation(raw) if raw else None
-    honoured = honours_stamp(request, fields.obj(obj.get("metadata")), catalog.policy)
-    if honoured is None and raw is not None:
-        untrusted = untrusted_stamp(request, _stamp_view(obj, template), catalog.policy)
-        if untrusted is not None:
-            return untrusted
+    own = fields.obj(obj.get("metadata"))
+    templates = [(path, owners.at(obj, path)) for path in owners.template_paths(obj, row.templates)]
+    honoured = honours_stamp(request, own, catalog.policy)
+    stamps = [_notes(t).get(keys.SUBMITTER_ANNOTATION) for _, t in templates]
+    first = next((raw for raw in stamps if raw), None)
+    stamped = Submitter.from_annotation(first) if first else None
     submitter = stamped if honoured is not None and stamped is not None else request.creator
-    if raw is not None and stamped != submitter:
-        own = fields.obj(obj.get("metadata"))
-        copied = None if stamped is None else stamp_of_owner(request, own, stamped)
-        return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
+    for (_, template), raw in zip(templates, stamps, strict=True):
+        if raw is None:
+            continue
+        if honoured is None:
+            untrusted = untrusted_stamp(request, _stamp_view(obj, template), catalog.policy)
+            if untrusted is not None:
+                return untrusted
+        mine = Submitter.from_annotation(raw) if raw else None
+        if mine != submitter:
+            copied = None if mine is None else stamp_of_owner(request, own, mine)
+            return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
     if not namespace.opted_in:
         return Admit()
-    where = "".join(f"{p}." for p in path)
-    managed = _managed(template, catalog, where)
-    if isinstance(managed, Deny):
-        return managed
-    warnings: tuple[str, ...] = ()
-    if managed:
-        if catalog.closed is not None:
-            return _closed(catalog)
-        judgement = judge(namespace, catalog, template, submitter, where)
+    managed: list[bool] = []
+    for path, template in templates:
+        one = _managed(template, catalog, _where(path))
+        if isinstance(one, Deny):
+            return one
+        managed.append(one)
+    if any(managed) and catalog.closed is not None:
+        return _closed(catalog)
+    gang = _gang(request, row, templates, managed, namespace, catalog, submitter, now)
+    if isinstance(gang, Deny):
+        return gang
+    out = thaw(obj)
+    warnings: list[str] = []
+    for (path, template), is_managed_ in zip(templates, managed, strict=True):
+        shaped = _with(template, *gang) if gang else template
+        if gang or is_managed_:
+            judgement = judge(namespace, catalog, shaped, submitter, _where(path))
+            if isinstance(judgement, Deny):
+                return judgement
+            presets, warnings = judgement.presets, [*warnings, *judgement.warnings]
+        else:
+            # Stamped even when the template is not managed today: if the Policy later manages
+            # its resources, the object's new pods are judged as the person who created it.
+            bypass = check_written_keys(_labels(template), _notes(template), {}, {}, submitter)
+            if bypass is not None:
+                return bypass
+            presets = ()
+        # Its pods may not preempt, managed or not.
+        preempting = _template_preempting(request, template, presets, classes)
+        if preempting is not None:
+            return preempting
+        meta = owners.dict_at(out, (*path, "metadata"))
+        if gang:
+            dict_at(meta, "labels").update(gang[0])
+            dict_at(meta, "annotations").update(gang[1])
+        dict_at(meta, "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+    return Admit(diff(obj, out), tuple(dict.fromkeys(warnings)))
+
+
+Gang = tuple[Mapping[str, str], Mapping[str, str]]
+"""The labels and annotations that make an owner's pods one pod group."""
+
+
+def _gang(
+    request: Request,
+    row: OwnerKind,
+    templates: list[tuple[owners.Path, Obj]],
+    managed: list[bool],
+    namespace: Namespace,
+    catalog: Catalog,
+    submitter: Submitter,
+    now: datetime,
+) -> Gang | Deny | None:
+    """The pod group of an object of a kind whose pods start together (``OwnerKind.gang``), when
+    any of its templates is managed and none names a group of its own: its name and size, and the
+    one queue every template resolves to, written on each template so that every pod (a CPU-only
+    Ray head too) is managed, gated and released with the others. None for the other kinds."""
+    if row.gang is None or not any(managed):
+        return None
+    if any(_labels(t).get(keys.GROUP_LABEL) for _, t in templates):
+        return None  # the user's own grouping, judged as written
+    queues: dict[str, str] = {}
+    for (path, template), is_managed_ in zip(templates, managed, strict=True):
+        if not is_managed_:
+            continue
+        judgement = judge(namespace, catalog, template, submitter, _where(path))
         if isinstance(judgement, Deny):
             return judgement
-        preempting = _template_preempting(request, template, judgement.presets, classes)
-        if preempting is not None:
-            return preempting
-        warnings = judgement.warnings
-    else:
-        # Stamped even when the template is not managed today: if the Policy later manages its
-        # resources, the Job's new pods are judged as the person who created the Job.
-        bypass = check_written_keys(labels, notes, {}, {}, submitter)
-        if bypass is not None:
-            return bypass
-        # Its pods may not preempt, managed or not.
-        preempting = _template_preempting(request, template, (), classes)
-        if preempting is not None:
-            return preempting
-    out = thaw(obj)
-    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = (
-        submitter.to_annotation()
-    )
-    return Admit(diff(obj, out), warnings)
+        queues.setdefault(judgement.queue, owners.shown(path))
+    if len(queues) > 1:
+        named = ", ".join(f"{where} in {queue}" for queue, where in queues.items())
+        return Deny(
+            f"the pods of this {request.kind.kind} start together as one pod group, so they run in "
+            f"one queue, but its templates name different ones ({named}): name the same queue "
+            f"(label {keys.QUEUE_LABEL}) on every template"
+        )
+    meta = fields.obj(request.object.get("metadata"))
+    labels = {
+        keys.GROUP_LABEL: owners.gang_name(request.kind.kind, meta, now),
+        keys.QUEUE_LABEL: next(iter(queues)),
+    }
+    return labels, {keys.GROUP_SIZE_ANNOTATION: str(row.gang(request.object))}
+
+
+def _with(template: Obj, labels: Mapping[str, str], notes: Mapping[str, str]) -> Obj:
+    meta = fields.obj(template.get("metadata"))
+    return {
+        **template,
+        "metadata": {
+            **meta,
+            "labels": {**_labels(template), **labels},
+            "annotations": {**_notes(template), **notes},
+        },
+    }
+
+
+def _labels(template: Obj) -> Mapping[str, str]:
+    return fields.string_map(fields.obj(template.get("metadata")).get("labels"))
+
+
+def _notes(template: Obj) -> Mapping[str, str]:
+    return fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+
+
+def _where(path: owners.Path) -> str:
+    return owners.shown(path) + "."
 
 
 def _stamp_view(obj: Obj, template: Obj) -> Obj:
@@ -429,45 +509,52 @@ def _update_owner(
     request: Request,
     namespace: Namespace,
     catalog: Catalog,
-    path: tuple[str, ...],
+    row: OwnerKind,
     classes: PriorityClasses,
 ) -> Decision | None:
     """A changed pod template of an owner (a Deployment's or StatefulSet's on every rollout, a
     CronJob's, a suspended Job's in part) is judged again, as at CREATE: its next pods would
     otherwise be refused one by one, out of sight of whoever applied it. It is judged as the
     person its stamp names (only they, or a trusted controller, may change it: ``guarding``);
-    a template that carries no stamp yet (an object older than Sluicegate's webhooks) is judged
-    as the account that changes it, and stamped with it. None when the template did not change."""
+    a template that carries no stamp yet (an object older than Sluicegate's webhooks, a worker
+    group added to a RayCluster) is judged as the account that changes it, and stamped with it.
+    None when no template changed."""
     obj = request.object
-    template = fields.at(obj, path)
-    old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
-    if not namespace.opted_in or template == old:
+    old_obj = request.old_object or fields.EMPTY_OBJ
+    if not namespace.opted_in:
         return None
-    where = "".join(f"{p}." for p in path)
-    managed = _managed(template, catalog, where)
-    if isinstance(managed, Deny):
-        return managed
-    raw = fields.string_map(fields.obj(template.get("metadata")).get("annotations")).get(
-        keys.SUBMITTER_ANNOTATION
-    )
-    submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
-    presets: tuple[Preset, ...] = ()
-    warnings: tuple[str, ...] = ()
-    if managed:
-        if catalog.closed is not None:
-            return _closed(catalog)
-        judgement = judge(namespace, catalog, template, submitter, where)
-        if isinstance(judgement, Deny):
-            return judgement
-        presets, warnings = judgement.presets, judgement.warnings
-    preempting = _template_preempting(request, template, presets, classes)
-    if preempting is not None:
-        return preempting
-    if raw is not None:
-        return Admit(warnings=warnings)
     out = thaw(obj)
-    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
-    return Admit(diff(obj, out), warnings)
+    stamped = False
+    warnings: list[str] = []
+    changed = False
+    for path in owners.template_paths(obj, row.templates):
+        template = owners.at(obj, path)
+        if template == owners.at(old_obj, path):
+            continue
+        changed = True
+        managed = _managed(template, catalog, _where(path))
+        if isinstance(managed, Deny):
+            return managed
+        raw = _notes(template).get(keys.SUBMITTER_ANNOTATION)
+        submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
+        presets: tuple[Preset, ...] = ()
+        if managed:
+            if catalog.closed is not None:
+                return _closed(catalog)
+            judgement = judge(namespace, catalog, template, submitter, _where(path))
+            if isinstance(judgement, Deny):
+                return judgement
+            presets, warnings = judgement.presets, [*warnings, *judgement.warnings]
+        preempting = _template_preempting(request, template, presets, classes)
+        if preempting is not None:
+            return preempting
+        if raw is None:
+            meta = owners.dict_at(out, (*path, "metadata"))
+            dict_at(meta, "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
+            stamped = True
+    if not changed:
+        return None
+    return Admit(diff(obj, out) if stamped else (), tuple(dict.fromkeys(warnings)))
 
 
 # --- preemption -----------------------------------------------------------------------------
