@@ -67,6 +67,9 @@ def _controller_reference(meta: Obj) -> Obj | None:
     return None
 
 
+_KUBE_SYSTEM = f"{keys.SERVICE_ACCOUNT_PREFIX}kube-system:"
+
+
 def creates(row: OwnerKind, user: str, policy: Policy) -> bool:
     """``user`` is one of the accounts that really create the objects of ``row``'s kind: one of
     Kubernetes' controllers of the row, or the operator account the Policy names for it."""
@@ -107,8 +110,8 @@ def untrusted_stamp(request: Request, meta: Obj, policy: Policy) -> Deny | None:
     if keys.SUBMITTER_ANNOTATION not in fields.string_map(meta.get("annotations")):
         return None
     if row.operator and not creates(row, request.user, policy):
-        if not request.user.startswith(keys.SERVICE_ACCOUNT_PREFIX):
-            return None  # a person's own writing: refused as such
+        if not request.user.startswith(keys.SERVICE_ACCOUNT_PREFIX) or request.user.startswith(_KUBE_SYSTEM):
+            return None  # a person's (or one of Kubernetes' own controllers') writing: refused as such
         named = policy.operator_accounts.get(row.operator)
         return Deny(
             f"{request.user} created this {request.kind.kind} for a {owner.kind} whose template "

@@ -149,10 +149,7 @@ def _someone_elses(request: Request, row: OwnerKind) -> Deny | None:
         (
             stamp
             for path in template_paths(before, row.templates)
-            if (stamp := fields.string_map(fields.obj(at(before, path).get("metadata")).get("annotations")).get(
-                keys.SUBMITTER_ANNOTATION
-            ))
-            is not None
+            if (stamp := _stamp(at(before, path))) is not None
         ),
         None,
     )
@@ -216,7 +213,14 @@ def owner_changes(
 
 
 def _matches(path: Path, pattern: Pattern) -> bool:
-    return len(path) == len(pattern) and all(p == ANY or str(s) == p for s, p in zip(path, pattern, strict=True))
+    return len(path) == len(pattern) and all(
+        p == ANY or str(s) == p for s, p in zip(path, pattern, strict=True)
+    )
+
+
+def _stamp(template: Obj) -> str | None:
+    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+    return notes.get(keys.SUBMITTER_ANNOTATION)
 
 
 def gated(pod: Obj) -> bool:

@@ -77,7 +77,7 @@ def dict_at(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             node = node[step]
             continue
         child = node.get(step)
-        if not isinstance(child, dict):
+        if not isinstance(child, dict | list):
             child = node[step] = {}
         node = child
     if not isinstance(node, dict):
