@@ -2,10 +2,11 @@
 
 ``review`` is the one entry point. For a managed pod CREATE it resolves the submitter, team,
 presets and queue, checks access, merges the presets and returns the JSON patch that adds
-Sluicegate's labels, annotations (the admission stamp among them) and scheduling gate. For a
-Job CREATE it judges the pod template the same way, so ``kubectl apply -f job.yaml`` fails at
-once when the user may not use the queue, and stamps the submitter on the template; presets and
-the gate are left to each pod's own CREATE, which sees the pod as it will run. On UPDATE only
+Sluicegate's labels, annotations (the admission stamp among them) and scheduling gate. For the
+CREATE of an owner (a Job, a PyTorchJob, ...) it judges each pod template the same way, so
+``kubectl apply -f job.yaml`` fails at once when the user may not use the queue, and stamps the
+submitter on it (``stamping``); presets and the gate are left to each pod's own CREATE, which
+sees the pod as it will run. On UPDATE only
 Sluicegate's controller may remove the gate or touch ``sluicegate.dev/`` keys (``guarding``),
 except that a person allowed to ``release`` the pod's queue may remove the gate by hand.
 
@@ -33,27 +34,25 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final
 
-from policy import fields, keys, marks, owners, priorities
-from policy.catalog import UNREADABLE, Catalog
+from policy import fields, keys, marks, priorities
+from policy.catalog import Catalog
 from policy.creators import (
-    honours_stamp,
     is_mirror_pod,
-    stamp_of_owner,
     submitter_of,
-    untrusted_stamp,
 )
-from policy.devices import NO_DEVICES, Devices, pod_devices, requests_with_devices
+from policy.devices import pod_devices
 from policy.fields import Obj
 from policy.guarding import guard
-from policy.judging import check_written_keys, judge, written_by_sluicegate
-from policy.merging import apply_presets, dict_at, main_container_index, preset_steps, thaw
+from policy.judging import check_written_keys, closed_refusal, judge, managed_or_refusal
+from policy.merging import dict_at, main_container_index, preset_steps, thaw
 from policy.model import Namespace
 from policy.patching import diff
-from policy.pods import Submitter, pod_requests
+from policy.pods import Submitter
 from policy.presets import Preset
 from policy.priorities import PriorityClasses
-from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, OwnerKind, Request
+from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, Request
 from policy.shapes import check_request
+from policy.stamping import create_owner, update_owner
 from policy.validating import problems
 
 Claims = Mapping[tuple[str, str], Obj | None]
@@ -105,44 +104,13 @@ def review(
         if request.kind == POD:
             return _create_pod(request, namespace, catalog, now, owner_creator, classes, claims)
         if request.kind in OWNERS:
-            return _create_owner(request, namespace, catalog, OWNERS[request.kind], classes, now)
+            return create_owner(request, namespace, catalog, OWNERS[request.kind], classes, now)
     if request.operation is Operation.UPDATE and request.user != controller:
         guarded = guard(request, may_release=may_release, policy=catalog.policy)
         if isinstance(guarded, Admit) and request.kind in OWNERS:
-            return _update_owner(request, namespace, catalog, OWNERS[request.kind], classes) or guarded
+            return update_owner(request, namespace, catalog, OWNERS[request.kind], classes) or guarded
         return guarded
     return Admit()
-
-
-# --- the facts every rule reads -------------------------------------------------------------
-
-
-def is_managed(shape: Obj, catalog: Catalog, devices: Devices = NO_DEVICES) -> bool:
-    """A pod (or pod template) is managed when it names a queue or presets or asks for a
-    managed resource, its DRA ``devices`` included. Raises ``InvalidObject`` when its resource
-    quantities cannot be read."""
-    # Read first, so a pod that names a queue never gets in with quantities no one can read.
-    requests = requests_with_devices(pod_requests(fields.obj(shape.get("spec"))), devices)
-    meta = fields.obj(shape.get("metadata"))
-    if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
-        return True
-    if fields.csv(fields.string_map(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
-        return True
-    return any(amount > 0 and catalog.manages(name) for name, amount in requests.items())
-
-
-def _managed(shape: Obj, catalog: Catalog, where: str, devices: Devices = NO_DEVICES) -> bool | Deny:
-    try:
-        return is_managed(shape, catalog, devices)
-    except UNREADABLE as e:
-        return Deny(f"{where}spec.{e}")
-
-
-def _closed(catalog: Catalog) -> Deny:
-    return Deny(
-        "Sluicegate admits no pods that use GPUs, queues or presets until its Policy is fixed "
-        f"(a platform administrator's job): {catalog.closed}"
-    )
 
 
 # --- CREATE ---------------------------------------------------------------------------------
@@ -168,7 +136,7 @@ def _create_pod(
     devices = pod_devices(fields.obj(pod.get("spec")), claims, catalog.policy.device_classes)
     if isinstance(devices, str):
         return Deny(devices)
-    managed = _managed(pod, catalog, "", devices)
+    managed = managed_or_refusal(pod, catalog, "", devices)
     if isinstance(managed, Deny):
         return managed
     submitter = submitter_of(request, catalog.policy, owner_creator)
@@ -182,7 +150,7 @@ def _create_pod(
     if foreign is not None:
         return foreign
     if catalog.closed is not None:
-        return _closed(catalog)
+        return closed_refusal(catalog)
     notes = fields.string_map(fields.obj(pod.get("metadata")).get("annotations"))
     existing = notes.get(keys.ADMITTED_AT_ANNOTATION)
     stamp = existing if existing is not None and marks.fresh(existing, now) else marks.admitted_at(now)
@@ -356,207 +324,6 @@ def _container_warnings(pod: Obj, presets: tuple[Preset, ...]) -> tuple[str, ...
     )
 
 
-def _create_owner(
-    request: Request,
-    namespace: Namespace,
-    catalog: Catalog,
-    row: OwnerKind,
-    classes: PriorityClasses,
-    now: datetime,
-) -> Decision:
-    """A Job (or another owner kind) is judged as the account that creates it, whoever that is:
-    a stamp on one of its templates that names anyone else is refused in every namespace. The
-    one exception is an object its own owner's controller creates from a stamped template (a Job
-    the cronjob controller creates for a CronJob, a RayCluster KubeRay creates for a RayJob): it
-    is judged as the stamp names. Every template is judged and stamped; the pods of a kind that
-    starts them together form one pod group (``_gang``)."""
-    obj = request.object
-    own = fields.obj(obj.get("metadata"))
-    templates = [(path, owners.at(obj, path)) for path in owners.template_paths(obj, row.templates)]
-    honoured = honours_stamp(request, own, catalog.policy)
-    stamps = [_notes(t).get(keys.SUBMITTER_ANNOTATION) for _, t in templates]
-    first = next((raw for raw in stamps if raw), None)
-    stamped = Submitter.from_annotation(first) if first else None
-    submitter = stamped if honoured is not None and stamped is not None else request.creator
-    for (_, template), raw in zip(templates, stamps, strict=True):
-        if raw is None:
-            continue
-        if honoured is None:
-            untrusted = untrusted_stamp(request, _stamp_view(obj, template), catalog.policy)
-            if untrusted is not None:
-                return untrusted
-        mine = Submitter.from_annotation(raw) if raw else None
-        if mine != submitter:
-            copied = None if mine is None else stamp_of_owner(request, own, mine)
-            return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
-    if not namespace.opted_in:
-        return Admit()
-    managed: list[bool] = []
-    for path, template in templates:
-        one = _managed(template, catalog, _where(path))
-        if isinstance(one, Deny):
-            return one
-        managed.append(one)
-    if any(managed) and catalog.closed is not None:
-        return _closed(catalog)
-    gang = _gang(request, row, templates, managed, namespace, catalog, submitter, now)
-    if isinstance(gang, Deny):
-        return gang
-    out = thaw(obj)
-    warnings: list[str] = []
-    for (path, template), is_managed_ in zip(templates, managed, strict=True):
-        shaped = _with(template, *gang) if gang else template
-        if gang or is_managed_:
-            judgement = judge(namespace, catalog, shaped, submitter, _where(path))
-            if isinstance(judgement, Deny):
-                return judgement
-            presets, warnings = judgement.presets, [*warnings, *judgement.warnings]
-        else:
-            # Stamped even when the template is not managed today: if the Policy later manages
-            # its resources, the object's new pods are judged as the person who created it.
-            bypass = check_written_keys(_labels(template), _notes(template), {}, {}, submitter)
-            if bypass is not None:
-                return bypass
-            presets = ()
-        # Its pods may not preempt, managed or not.
-        preempting = _template_preempting(request, template, presets, classes)
-        if preempting is not None:
-            return preempting
-        meta = owners.dict_at(out, (*path, "metadata"))
-        if gang:
-            dict_at(meta, "labels").update(gang[0])
-            dict_at(meta, "annotations").update(gang[1])
-        dict_at(meta, "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
-    return Admit(diff(obj, out), tuple(dict.fromkeys(warnings)))
-
-
-Gang = tuple[Mapping[str, str], Mapping[str, str]]
-"""The labels and annotations that make an owner's pods one pod group."""
-
-
-def _gang(
-    request: Request,
-    row: OwnerKind,
-    templates: list[tuple[owners.Path, Obj]],
-    managed: list[bool],
-    namespace: Namespace,
-    catalog: Catalog,
-    submitter: Submitter,
-    now: datetime,
-) -> Gang | Deny | None:
-    """The pod group of an object of a kind whose pods start together (``OwnerKind.gang``), when
-    any of its templates is managed and none names a group of its own: its name and size, and the
-    one queue every template resolves to, written on each template so that every pod (a CPU-only
-    Ray head too) is managed, gated and released with the others. None for the other kinds."""
-    if row.gang is None or not any(managed):
-        return None
-    if any(_labels(t).get(keys.GROUP_LABEL) for _, t in templates):
-        return None  # the user's own grouping, judged as written
-    queues: dict[str, str] = {}
-    for (path, template), is_managed_ in zip(templates, managed, strict=True):
-        if not is_managed_:
-            continue
-        judgement = judge(namespace, catalog, template, submitter, _where(path))
-        if isinstance(judgement, Deny):
-            return judgement
-        queues.setdefault(judgement.queue, owners.shown(path))
-    if len(queues) > 1:
-        named = ", ".join(f"{where} in {queue}" for queue, where in queues.items())
-        return Deny(
-            f"the pods of this {request.kind.kind} start together as one pod group, so they run in "
-            f"one queue, but its templates name different ones ({named}): name the same queue "
-            f"(label {keys.QUEUE_LABEL}) on every template"
-        )
-    meta = fields.obj(request.object.get("metadata"))
-    labels = {
-        keys.GROUP_LABEL: owners.gang_name(request.kind.kind, meta, now),
-        keys.QUEUE_LABEL: next(iter(queues)),
-    }
-    return labels, {keys.GROUP_SIZE_ANNOTATION: str(row.gang(request.object))}
-
-
-def _with(template: Obj, labels: Mapping[str, str], notes: Mapping[str, str]) -> Obj:
-    meta = fields.obj(template.get("metadata"))
-    return {
-        **template,
-        "metadata": {
-            **meta,
-            "labels": {**_labels(template), **labels},
-            "annotations": {**_notes(template), **notes},
-        },
-    }
-
-
-def _labels(template: Obj) -> Mapping[str, str]:
-    return fields.string_map(fields.obj(template.get("metadata")).get("labels"))
-
-
-def _notes(template: Obj) -> Mapping[str, str]:
-    return fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
-
-
-def _where(path: owners.Path) -> str:
-    return owners.shown(path) + "."
-
-
-def _stamp_view(obj: Obj, template: Obj) -> Obj:
-    """The owner's metadata (its ownerReferences) with its template's annotations (the stamp)."""
-    meta = fields.obj(obj.get("metadata"))
-    return {**meta, "annotations": fields.obj(template.get("metadata")).get("annotations")}
-
-
-def _update_owner(
-    request: Request,
-    namespace: Namespace,
-    catalog: Catalog,
-    row: OwnerKind,
-    classes: PriorityClasses,
-) -> Decision | None:
-    """A changed pod template of an owner (a Deployment's or StatefulSet's on every rollout, a
-    CronJob's, a suspended Job's in part) is judged again, as at CREATE: its next pods would
-    otherwise be refused one by one, out of sight of whoever applied it. It is judged as the
-    person its stamp names (only they, or a trusted controller, may change it: ``guarding``);
-    a template that carries no stamp yet (an object older than Sluicegate's webhooks, a worker
-    group added to a RayCluster) is judged as the account that changes it, and stamped with it.
-    None when no template changed."""
-    obj = request.object
-    old_obj = request.old_object or fields.EMPTY_OBJ
-    if not namespace.opted_in:
-        return None
-    out = thaw(obj)
-    stamped = False
-    warnings: list[str] = []
-    changed = False
-    for path in owners.template_paths(obj, row.templates):
-        template = owners.at(obj, path)
-        if template == owners.at(old_obj, path):
-            continue
-        changed = True
-        managed = _managed(template, catalog, _where(path))
-        if isinstance(managed, Deny):
-            return managed
-        raw = _notes(template).get(keys.SUBMITTER_ANNOTATION)
-        submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
-        presets: tuple[Preset, ...] = ()
-        if managed:
-            if catalog.closed is not None:
-                return _closed(catalog)
-            judgement = judge(namespace, catalog, template, submitter, _where(path))
-            if isinstance(judgement, Deny):
-                return judgement
-            presets, warnings = judgement.presets, [*warnings, *judgement.warnings]
-        preempting = _template_preempting(request, template, presets, classes)
-        if preempting is not None:
-            return preempting
-        if raw is None:
-            meta = owners.dict_at(out, (*path, "metadata"))
-            dict_at(meta, "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
-            stamped = True
-    if not changed:
-        return None
-    return Admit(diff(obj, out) if stamped else (), tuple(dict.fromkeys(warnings)))
-
-
 # --- preemption -----------------------------------------------------------------------------
 
 
@@ -565,16 +332,4 @@ def _preempting(spec: Obj, before: Obj, classes: PriorityClasses, subject: str) 
     as admission leaves it, ``before`` as it arrived."""
     priority = priorities.of(spec, before, classes)
     problem = None if priority is None else priorities.refusal(priority, classes, subject)
-    return None if problem is None else Deny(problem)
-
-
-def _template_preempting(
-    request: Request, template: Obj, presets: tuple[Preset, ...], classes: PriorityClasses
-) -> Deny | None:
-    """The same for an owner's pod template, with its presets merged as its pods will have them."""
-    spec = fields.obj(apply_presets(template, presets).get("spec"))
-    priority = priorities.resolve(spec, classes)
-    problem = None if priority is None else priorities.refusal(
-        priority, classes, f"the pods of this {request.kind.kind}"
-    )
     return None if problem is None else Deny(problem)
