@@ -175,6 +175,10 @@ class RecordReader:
                                 "learned so far (%d) and those of pods seen to end; trying again every "
                                 "%.0fs", e, len(self.learned), self.seconds)
                 self.failing = str(e)
+            except Exception as e:  # a bug here must not end the reads, nor anything else
+                if not self.failing:
+                    log.exception("reading the run records failed; trying again every %.0fs", self.seconds)
+                self.failing = repr(e)
             else:
                 if self.failing:
                     log.info("reading the run records again")
