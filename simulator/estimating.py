@@ -21,8 +21,9 @@ An estimate is *unknown* (``Estimate.known`` false, ``reason`` says why) where n
 nothing recorded at all; a pod group not complete yet (it waits for its own pods, which no
 record predicts); gated pods joining a running group; work no node could hold
 (``policy.inventory``) or that asks more than a quota by itself (``policy.limits.impossible``),
-which never runs under the current limits; work of a paused or missing queue; and anything
-else the replay never releases (a ``maxRunning`` of 0).
+which never runs under the current limits; work of a paused or missing queue; anything else
+the replay never releases (a ``maxRunning`` of 0); and work beyond the horizon (a day) or behind
+more than ``MOST`` (1,000) releases of the middle replay.
 
 It is pure and reads nothing but its arguments. It is not on the dispatch path: the caller
 recomputes it at a bounded rate, off the cycle (its cost: benchmarks/README.md, "Expected start
@@ -53,7 +54,7 @@ the replay's cost grows with how far it goes (benchmarks/README.md, "Expected st
 
 MOST = 1000
 """Releases the middle replay makes at most: work it has not released by then is unknown ("more
-than 1,000 workloads start before it"). A backlog that deep changes a great deal before its
+than 1,000 workloads are expected to start before it"). A backlog that deep changes a great deal before its
 tail starts, and the replays' cost grows with every release (benchmarks/README.md)."""
 
 BAND = (10.0, 50.0, 90.0)  # the percentiles of an estimate: p10, p50, p90 (of drawn replays)
