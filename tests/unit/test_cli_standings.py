@@ -10,8 +10,8 @@ from cli.standings import (
     HELD,
     RELEASING,
     UNPLACEABLE_STATE,
-    Observation,
     Expected,
+    Observation,
     expected_start,
     expected_words,
     from_visibility,
@@ -272,5 +272,6 @@ def test_expected_starts_read_in_seconds_minutes_or_hours() -> None:
 def test_explain_says_about_when_or_why_nobody_can_say() -> None:
     assert expected_words(Expected(540, 840, 1860)) == "expected to start in about 14m (9–31m)"
     assert expected_words(Expected(0, 0, 0)) == "expected to start now"
-    assert expected_words(Expected(unknown="its queue is paused")) == "start time unknown: its queue is paused"
+    paused = Expected(unknown="its queue is paused")
+    assert expected_words(paused) == "start time unknown: its queue is paused"
     assert expected_words(None) == ""
