@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 CLUSTER_DIR ?= .cluster
 KIND_GPUS ?= 8
 STAMP := $(VENV)/.installed
+# make test runs whole test files on this many pytest workers, each with its own shared cluster.
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 
@@ -64,7 +66,7 @@ e2e: builds ## end-to-end tests against the real local control plane (and Kueue 
 
 .PHONY: test
 test: lint typecheck imports builds ## every check: ruff, mypy, import-linter, unit, property, promtool's alert and e2e tests (not the fidelity run)
-	$(BIN)/pytest tests -m "not fidelity" --durations=30
+	$(BIN)/pytest tests -m "not fidelity" -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 .PHONY: fidelity
 fidelity: binaries ## a recorded run replayed by the simulator: release order and waits against what was observed (own cluster, a few minutes)

@@ -37,8 +37,11 @@ replayed by the simulator, which is what the estimator replays too):
   busy queues wait for hours.
 
 Cost: the CPU time of one ``estimate`` at ``--pending`` pending workloads (10,000), from the
-week's workloads all waiting, with its limits full of running work (the replays stop a day
-ahead: ``simulator.estimating.HORIZON``).
+week's workloads all waiting, with its limits full of running work (the middle replay stops a
+day ahead or after 1,000 releases, ``simulator.estimating.HORIZON`` and ``MOST``, and the other
+two once they have released what it released). The controller runs an estimate at most every
+``k`` × its CPU time (``controller.estimates.Pace``): the line after the cost says how often
+that is at a tenth of a core.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from controller.estimates import SHARE, Pace
 from policy import keys
 from policy.dispatching import Turns, dispatch
 from policy.model import Ordering, Policy, Queue, Snapshot, State, Team, Workload
@@ -365,6 +369,11 @@ def cost(pending: int, samples: Sequence[int], seed: int) -> None:
         how = "quantile holds (3 replays)" if n == 0 else f"{n} drawn holds"
         known = sum(e.known for e in out.values())
         print(f"estimate, {how:<26} {spent:7.2f} s CPU {wall:7.2f} s wall; {known:,} known")
+        if n == 0:
+            pace = Pace(SHARE)
+            pace.spent(0.0, spent)
+            print(f"  at the controller's share ({SHARE:.0%} of a core): an estimate at most every "
+                  f"{pace.next + spent:.0f} s")
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from types import MappingProxyType
 from aiohttp.test_utils import TestClient, TestServer
 
 from controller.managed import ManagedPod
-from controller.visibility import Viewer, build_app, build_board, no_estimates
+from controller.visibility import Viewer, build_app, build_board
 from kube.authenticating import Identity
 from kube.authorizing import Access
 from kube.resources import PENDING_PODS
@@ -119,7 +119,7 @@ def measure_build(managed: list[ManagedPod], runs: int = 5) -> tuple[float, int]
     times, shown = [], 0
     for _ in range(runs):
         started = time.perf_counter()
-        made = build_board(managed, catalog(), teams, NOW, None, no_estimates, 1)
+        made, _ = build_board(managed, catalog(), teams, NOW, None, None, 1)
         times.append(time.perf_counter() - started)
         shown = sum(len(v) for v in made.by_namespace.values())
     return statistics.median(times), shown

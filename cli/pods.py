@@ -9,8 +9,9 @@ queue; REASON and MESSAGE are the Dispatched condition's, worked out now by the 
 own decision. A pod that fits now is about to be released (reason ``-``).
 Pods released but not placed by kube-scheduler come last, as ``Dispatched`` with the
 scheduler's words: those wait for Kubernetes, not for Sluicegate. EXPECTED-START is when the
-pod is expected to start (``~14m (p90 31m)``), from the visibility API; ``unknown`` until the
-controller makes estimates.
+pod is expected to start (``~14m (9–31m)``: about 14 minutes from now, between 9 and 31 eight
+times in ten), from the visibility API; ``unknown`` when the controller cannot say (``-o json``
+and ``explain`` say why).
 
 A user who may read only their own namespaces' pods reads them through the visibility API
 (``visibility.sluicegate.dev``, which the sample role ``sluicegate-ml-engineer`` lets them read
@@ -53,8 +54,7 @@ def as_json(e: Entry) -> dict[str, Any]:
     return {
         "namespace": e.namespace, "name": e.name, "queue": e.queue, "team": e.team, "state": e.state,
         "position": e.position, "workloadsAhead": e.ahead, "reason": e.reason or None, "message": e.message,
-        "expectedStart": None if e.expected is None else {"p50Seconds": e.expected[0],
-                                                          "p90Seconds": e.expected[1]},
+        "expectedStart": None if e.expected is None else e.expected.as_json(),
         "waitedSeconds": round(e.waited, 1), "gpus": e.gpus, "priority": e.priority,
         "workflow": e.workflow or None, "workload": e.workload,
     }

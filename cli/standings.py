@@ -73,6 +73,27 @@ class QueueRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Expected:
+    """When a waiting pod is expected to start, as the visibility API serves it: seconds from its
+    list's ``now`` (``p90`` None: beyond the estimate's horizon), or why nobody can say."""
+
+    p10: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    unknown: str = ""  # the reason, when it is unknown
+
+    def as_json(self) -> dict[str, float | str]:
+        if self.p50 is None:
+            return {"unknown": self.unknown}
+        out: dict[str, float | str] = {"p50Seconds": self.p50}
+        if self.p10 is not None:
+            out["p10Seconds"] = self.p10
+        if self.p90 is not None:
+            out["p90Seconds"] = self.p90
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One pending pod: held by Sluicegate, about to be released, or released but unplaceable."""
 
@@ -91,8 +112,8 @@ class Entry:
     workload: str
     ahead: int | None = None
     """Workloads of its queue that go first (the visibility API's ``workloadsAhead``); None: not read."""
-    expected: tuple[float, float] | None = None
-    """Seconds until it is expected to start, p50 and p90; None: unknown (no estimate)."""
+    expected: Expected | None = None
+    """When it is expected to start; None: the visibility API did not say."""
 
     @property
     def key(self) -> str:
@@ -299,25 +320,54 @@ def from_visibility(items: Sequence[Obj], seen: Observation) -> tuple[Entry, ...
             base, queue=str(item.get("queue") or base.queue), reason=reason,
             message=str(item.get("message") or ""), state=HELD if reason else RELEASING,
             position=position if isinstance(position, int) else None,
-            ahead=ahead if isinstance(ahead, int) else None, expected=_expected(item)))
+            ahead=ahead if isinstance(ahead, int) else None, expected=expected_of(item)))
     return tuple(out)
 
 
-def _expected(item: Obj) -> tuple[float, float] | None:
+def expected_of(item: Obj) -> Expected | None:
     start = fields.obj(item.get("expectedStart"))
-    p50, p90 = start.get("p50Seconds"), start.get("p90Seconds")
-    if isinstance(p50, int | float) and isinstance(p90, int | float):
-        return float(p50), float(p90)
-    return None
+    unknown = start.get("unknown")
+    if isinstance(unknown, str) and unknown:
+        return Expected(unknown=unknown)
+    p10, p50, p90 = (start.get(f"p{n}Seconds") for n in (10, 50, 90))
+    if not isinstance(p50, int | float):
+        return None
+    return Expected(float(p10) if isinstance(p10, int | float) else None, float(p50),
+                    float(p90) if isinstance(p90, int | float) else None)
 
 
-def expected_start(expected: tuple[float, float] | None) -> str:
-    """``~14m (p90 31m)``: the median wait until it starts and the one it starts within nine times
-    in ten; ``unknown`` until the controller makes estimates."""
-    if expected is None:
+def expected_start(expected: Expected | None) -> str:
+    """``~14m (9–31m)``: the wait until it is expected to start, and the band it starts within
+    eight times in ten (p10 to p90; ``>1d`` beyond the estimate's horizon); ``unknown`` when
+    nobody can say (``expected_words`` says why)."""
+    if expected is None or expected.p50 is None:
         return "unknown"
-    p50, p90 = expected
-    return f"~{_duration(p50)} (p90 {_duration(p90)})"
+    if expected.p50 < 1:
+        return "now"
+    low = expected.p10 if expected.p10 is not None else expected.p50
+    return f"~{_duration(expected.p50)} ({_band(low, expected.p90)})"
+
+
+def expected_words(expected: Expected | None) -> str:
+    """The line ``explain`` says: ``expected to start in about 14m (9–31m)``, or why not."""
+    if expected is None:
+        return ""
+    if expected.p50 is None:
+        return f"start time unknown: {expected.unknown}"
+    if expected.p50 < 1:
+        return "expected to start now"
+    low = expected.p10 if expected.p10 is not None else expected.p50
+    return f"expected to start in about {_duration(expected.p50)} ({_band(low, expected.p90)})"
+
+
+def _band(low: float, high: float | None) -> str:
+    """``9–31m``; ``40m–2h`` across units; ``9m–>1d`` when the top is beyond the horizon."""
+    if high is None:
+        return f"{_duration(low)}–>1d"
+    a, b = _duration(low), _duration(high)
+    if a[-1] == b[-1] and a[-1] in "smh" and not a[-2].isalpha():
+        return f"{a[:-1]}–{b}"
+    return f"{a}–{b}"
 
 
 def _duration(seconds: float) -> str:

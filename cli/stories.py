@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing, expected_start
+from cli.standings import HELD, RELEASING, UNPLACEABLE_STATE, Entry, Standing, expected_of, expected_words
 from policy import fields, keys
 from policy.devices import Devices, requests_with_devices
 from policy.fields import InvalidObject
@@ -58,7 +58,7 @@ class Hold:
     running_count: int
     queue_figures: str  # "running 1/1, GPUs 1/-, pending 2"; "" from the visibility API alone
     queue: str = ""
-    expected: str = ""  # "~14m (p90 31m)" when the controller estimated it, else ""
+    expected: str = ""  # "expected to start in about 14m (9–31m)", or why unknown; "" when not said
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +144,7 @@ RELEASING_WORDS = "fits now: the controller releases it on its next cycle"
 def _visible_hold(item: Mapping[str, Any]) -> Hold:
     """The hold as the visibility API serves it: position, workloads ahead, expected start."""
     position, ahead = item.get("position"), item.get("workloadsAhead")
-    start = fields.obj(item.get("expectedStart"))
-    p50, p90 = start.get("p50Seconds"), start.get("p90Seconds")
-    expected = ""
-    if isinstance(p50, int | float) and isinstance(p90, int | float):
-        expected = expected_start((float(p50), float(p90)))
+    expected = expected_words(expected_of(item))
     return Hold(str(item.get("reason") or ""), str(item.get("message") or ""),
                 position if isinstance(position, int) else None, 0, (),
                 ahead if isinstance(ahead, int) else 0, (), 0, "", str(item.get("queue") or ""), expected)
@@ -460,7 +456,7 @@ def render(story: Story) -> str:
             lines.append(f"  after {h.ahead_count} workload{plural} ahead in queue {h.queue}")
         lines.append(f"  reason {h.reason}: {h.message}" if h.reason else f"  {h.message}")
         if h.expected:
-            lines.append(f"  expected to start {h.expected}")
+            lines.append(f"  {h.expected}")
         if not h.queue_figures:  # from the visibility API alone: the rest of the queue is not read
             pass
         elif h.ahead and not outside:

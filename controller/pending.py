@@ -1,8 +1,8 @@
 """What the visibility API serves: every waiting pod, where it stands in its queue and why.
 
 Pure: a ``Board`` is built from one Snapshot, the dispatch decision taken on it, the pods held
-because their namespace left their team, and the start estimates (none until the estimator
-exists); the aiohttp application (``controller.visibility``) only reads it. Each item is one
+because their namespace left their team, and the last start estimates; the aiohttp application
+(``controller.visibility``) only reads it. Each item is one
 gated pod:
 
 - ``queue``, ``team``, ``workload`` (the workload's key: a pod, or ``ns/group``);
@@ -13,8 +13,12 @@ gated pod:
   before it in line;
 - ``reason`` and ``message``: the Dispatched condition the controller writes
   (``policy.keys.Reason``), or none with ``fits now`` for a pod released now;
-- ``expectedStart``: ``p50Seconds``/``p90Seconds`` from ``now`` until it starts; **absent while
-  it is unknown** (no estimate was made for its workload: the estimator is not there yet).
+- ``expectedStart``: when it is expected to start (``simulator.estimating.Estimate``, made by
+  ``controller.estimates`` from an earlier snapshot): ``p10Seconds``, ``p50Seconds`` and
+  ``p90Seconds`` from the list's ``now`` (0 when that moment has passed; ``p90Seconds`` absent
+  when it lies beyond the estimate's horizon), ``p50Time`` and ``p90Time`` (RFC 3339) and
+  ``estimatedAt`` (when the snapshot it was made from was taken); or ``unknown``, the reason
+  no one can say, with ``estimatedAt`` when an estimate said so.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from policy.dispatching import Decision
 from policy.membership import left_team_message
 from policy.model import Snapshot, Workload
 from policy.pods import Pod
+from simulator.estimating import Estimate
 
 GROUP_VERSION: Final = f"{PENDING_PODS.group}/{PENDING_PODS.version}"
 KIND: Final = PENDING_PODS.kind
@@ -37,17 +42,18 @@ LIST_KIND: Final = "PendingPodList"
 RELEASING_MESSAGE: Final = "fits now: the controller releases it on its next cycle"
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """When a workload is expected to start, in seconds from the board's ``now``."""
-
-    p50: float
-    p90: float
+NOT_ESTIMATED: Final = "not estimated yet: it came after the last estimate"
+LEFT_TEAM: Final = "its namespace left its team: it is judged again once it belongs to one"
 
 
 class ExpectedStartJSON(TypedDict):
-    p50Seconds: int
-    p90Seconds: int
+    p10Seconds: NotRequired[int]
+    p50Seconds: NotRequired[int]
+    p90Seconds: NotRequired[int]
+    p50Time: NotRequired[str]
+    p90Time: NotRequired[str]
+    estimatedAt: NotRequired[str]
+    unknown: NotRequired[str]
 
 
 class PendingMetaJSON(TypedDict):
@@ -67,7 +73,7 @@ class PendingPodJSON(TypedDict):
     workloadsAhead: int
     reason: str
     message: str
-    expectedStart: NotRequired[ExpectedStartJSON]
+    expectedStart: ExpectedStartJSON
 
 
 class ListMetaJSON(TypedDict):
@@ -112,19 +118,41 @@ class Board:
                 "items": list(items)}
 
 
+def expected_start(estimate: Estimate | None, now: float, made: float | None) -> ExpectedStartJSON:
+    """``expectedStart`` of a workload whose estimate, made from the snapshot of ``made``, is
+    ``estimate`` (None: no estimate includes it), as the board of ``now`` serves it."""
+    if estimate is None:
+        return {"unknown": NOT_ESTIMATED}
+    out: ExpectedStartJSON = {}
+    if made is not None:
+        out["estimatedAt"] = format_time(made)
+    if estimate.p10 is None or estimate.p50 is None:
+        out["unknown"] = estimate.reason or NOT_ESTIMATED
+        return out
+    out["p10Seconds"] = _after(estimate.p10, now)
+    out["p50Seconds"] = _after(estimate.p50, now)
+    out["p50Time"] = format_time(estimate.p50)
+    if estimate.p90 is not None:
+        out["p90Seconds"] = _after(estimate.p90, now)
+        out["p90Time"] = format_time(estimate.p90)
+    return out
+
+
+def _after(at: float, now: float) -> int:
+    return max(0, round(at - now))
+
+
 def _item(pod: Pod, queue: str, team: str, workload: str, position: int | None, ahead: int,
-          reason: str, message: str, estimate: Estimate | None) -> PendingPodJSON:
+          reason: str, message: str, expected: ExpectedStartJSON) -> PendingPodJSON:
     item: PendingPodJSON = {
         "apiVersion": GROUP_VERSION, "kind": KIND,
         "metadata": {"name": pod.name, "namespace": pod.namespace,
                      "creationTimestamp": format_time(pod.created)},
         "queue": queue, "team": team, "workload": workload, "workloadsAhead": ahead,
-        "reason": reason, "message": message,
+        "reason": reason, "message": message, "expectedStart": expected,
     }
     if position is not None:
         item["position"] = position
-    if estimate is not None:
-        item["expectedStart"] = {"p50Seconds": round(estimate.p50), "p90Seconds": round(estimate.p90)}
     return item
 
 
@@ -138,11 +166,17 @@ def board(
     left_team: Iterable[Pod] = (),
     estimates: Mapping[str, Estimate] | None = None,
     *,
+    made: float | None = None,
     version: int = 0,
 ) -> Board:
-    """The board of one decision: ``estimates`` by workload key (a workload without one has
-    no ``expectedStart``)."""
+    """The board of one decision: ``estimates`` by workload key, made from the snapshot taken at
+    ``made`` (a workload without one is not estimated yet). A workload the decision releases
+    now starts now, whatever an older estimate said."""
     estimates = estimates or {}
+    now = snapshot.now
+    starting: ExpectedStartJSON = {"p10Seconds": 0, "p50Seconds": 0, "p90Seconds": 0,
+                                   "p50Time": format_time(now), "p90Time": format_time(now),
+                                   "estimatedAt": format_time(now)}
     by_key = {w.key: w for w in snapshot.workloads}
     released: dict[str, int] = {}
     rows: list[tuple[tuple[int, str, int, str], PendingPodJSON]] = []
@@ -155,20 +189,20 @@ def board(
         released[w.queue] = released.get(w.queue, 0) + 1
         for pod in _gated(w):
             rows.append(((level(w.queue), w.queue, 0, pod.key),
-                         _item(pod, w.queue, w.team, w.key, None, 0, "", RELEASING_MESSAGE,
-                               estimates.get(w.key))))
+                         _item(pod, w.queue, w.team, w.key, None, 0, "", RELEASING_MESSAGE, starting)))
     for key, wait in decision.waiting.items():
         w = by_key[key]
         ahead = released.get(w.queue, 0) + wait.position - 1
         for pod in _gated(w):
             rows.append(((level(w.queue), w.queue, wait.position, pod.key),
                          _item(pod, w.queue, w.team, w.key, wait.position, ahead, wait.reason.value,
-                               wait.message, estimates.get(w.key))))
+                               wait.message, expected_start(estimates.get(w.key), now, made))))
     for pod in sorted(left_team, key=lambda p: p.key):
         if pod.gated:
             rows.append(((level(pod.queue), pod.queue, 2**62, pod.key),
                          _item(pod, pod.queue, pod.team, pod.key, None, 0,
-                               keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod), None)))
+                               keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod),
+                               {"unknown": LEFT_TEAM})))
     rows.sort(key=lambda row: row[0])
     by_namespace: dict[str, list[PendingPodJSON]] = {}
     by_queue: dict[str, list[PendingPodJSON]] = {}

@@ -6,7 +6,8 @@ collaborators and wires them to each other, and ``serve`` wires the controller t
 the Lease and the servers. Nothing else builds them.
 
 Every replica keeps the cache warm and serves probes, metrics, the scheduler extender and the
-visibility API (``controller.visibility``, off the dispatch path); only
+visibility API (``controller.visibility``, with start estimates from ``controller.estimates``
+and the holds of ``controller.holds``, all off the dispatch path); only
 the holder of the Lease dispatches and writes. On SIGTERM a replica turns unready, stops
 deciding, lets the gate removals in flight finish, and releases the Lease so that a standby
 takes over at its next try instead of after the lease duration.
@@ -27,7 +28,9 @@ from controller.assumptions import Assumptions
 from controller.coalescing import Coalescer
 from controller.controlling import GateController, Leadership, Parts, PodSource
 from controller.describing import Describer
+from controller.estimates import Estimator
 from controller.explaining import Explainer
+from controller.holds import Learned, RecordReader
 from controller.managed import FIELD_SELECTOR, LABEL_SELECTOR, managed_pod
 from controller.metrics import ControllerMetrics
 from controller.pacing import Freezer
@@ -36,7 +39,7 @@ from controller.releasing import Releaser
 from controller.reporting import Reporter, Shown
 from controller.settings import Settings, parse
 from controller.snapshots import SnapshotBuilder
-from controller.visibility import Viewer, no_estimates
+from controller.visibility import Viewer
 from controller.visibility import build_app as build_visibility
 from extender.application import extender_app
 from extender.nodes import NodeShapes, watch_nodes
@@ -151,15 +154,23 @@ async def serve(settings: Settings) -> None:
         certificate = ReloadingCertificate(Path(settings.tls_cert), Path(settings.tls_key))
         servers.tls(extender_app(cache, metrics.registry, shapes.nodes), settings.host, settings.port,
                     certificate, listen_fd=settings.listen_fd)
+    reading: asyncio.Task[None] | None = None
     if settings.visibility:
         try:
             proxy = await _front_proxy(connection)
         except BaseException:
             await connection.close()
             raise
+        estimator = None
+        if settings.estimate_cpu_share > 0:
+            learned = Learned()
+            pods.add_listener(learned.pod_changed)
+            reader = RecordReader(connection, learned, settings.records_namespace,
+                                  seconds=settings.records_seconds)
+            reading = asyncio.create_task(_after_sync(cache, reader.run), name="run records")
+            estimator = Estimator(learned.durations, share=settings.estimate_cpu_share)
         viewer = Viewer(pods, cache.catalog, lambda ns: _team_of(cache, ns), shapes.inventory,
-                        estimate=no_estimates,  # the start estimator plugs in here
-                        seconds=settings.visibility_seconds)
+                        estimator=estimator, seconds=settings.visibility_seconds)
         visible = ReloadingCertificate(Path(settings.visibility_tls_cert), Path(settings.visibility_tls_key),
                                        proxy.ca if proxy is not None else None)
         servers.tls(build_visibility(viewer, Reviews(connection), front_proxy=proxy),
@@ -174,6 +185,8 @@ async def serve(settings: Settings) -> None:
         asyncio.create_task(probe.run(), name="loop probe"),
     ]
     tasks = [*lasting, asyncio.create_task(_announce_sync(cache, cache.reflectors.index(pods)), name="sync")]
+    if reading is not None:
+        tasks.append(reading)
     try:
         await servers.start(settings.cert_reload_seconds)
         if settings.visibility:

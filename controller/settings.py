@@ -30,6 +30,12 @@ class Settings(ServerSettings):
     visibility_tls_cert: str = "/etc/sluicegate/visibility-tls/tls.crt"
     visibility_tls_key: str = "/etc/sluicegate/visibility-tls/tls.key"
     visibility_seconds: float = 2.0  # a read sees a board at most this old
+    # Start estimates (controller.estimates): at most this share of one core, from the holds of
+    # the recorder's records (read through the API server from ``records_namespace`` every
+    # ``records_seconds``) and of the pods seen to end.
+    estimate_cpu_share: float = 0.1
+    records_namespace: str = "sluicegate-system"
+    records_seconds: float = 300.0
     lease: LeaseSettings = field(default_factory=lambda: LeaseSettings(identity="sluicegate"))
     # The dispatch loop. A burst of events makes one cycle: the first opens a quiet period of
     # ``debounce_seconds`` that each further event extends, up to ``longest_seconds``. A cycle
@@ -80,6 +86,10 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     add("visibility-tls-key", d.visibility_tls_key, "the visibility API's serving key (PEM)")
     add("visibility-seconds", d.visibility_seconds, "rebuild the visibility API's answers at most this often",
         float)
+    add("estimate-cpu-share", d.estimate_cpu_share,
+        "start estimates take at most this share of one core (0 turns them off)", float)
+    add("records-namespace", d.records_namespace, "the recorder's namespace (its records.sluicegate.dev)")
+    add("records-seconds", d.records_seconds, "read the recorder's records again this often", float)
     add("lease-namespace", lease.namespace, "namespace of the leader-election Lease")
     add("lease-name", lease.name, "name of the leader-election Lease")
     add("identity", default_identity(environ), "this replica's leader-election identity")
@@ -112,6 +122,10 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         flags.error("ports must be between 0 and 65535")
     if not (math.isfinite(args.visibility_seconds) and args.visibility_seconds > 0):
         flags.error("--visibility-seconds must be a positive number of seconds")
+    if not (math.isfinite(args.estimate_cpu_share) and 0 <= args.estimate_cpu_share <= 1):
+        flags.error("--estimate-cpu-share must be between 0 and 1")
+    if not (math.isfinite(args.records_seconds) and args.records_seconds > 0):
+        flags.error("--records-seconds must be a positive number of seconds")
     if not 0 <= args.debounce_seconds <= args.longest_seconds:
         flags.error("need 0 <= --debounce-seconds <= --longest-seconds")
     lease = LeaseSettings(
@@ -131,6 +145,9 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         visibility_tls_cert=args.visibility_tls_cert,
         visibility_tls_key=args.visibility_tls_key,
         visibility_seconds=args.visibility_seconds,
+        estimate_cpu_share=args.estimate_cpu_share,
+        records_namespace=args.records_namespace,
+        records_seconds=args.records_seconds,
         lease=lease,
         debounce_seconds=args.debounce_seconds,
         longest_seconds=args.longest_seconds,

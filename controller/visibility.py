@@ -17,9 +17,11 @@ ones, then the ``X-Remote-*`` headers), or a bearer token the API server accepts
 API server again whether the caller may (a SubjectAccessReview, remembered for seconds).
 
 The board is built off the dispatch path: ``Viewer`` takes the pods and objects the cache holds,
-sorts them as the controller does (``policy.membership``), takes the dispatch decision again
-(``controller.controlling.decide``) and the start estimates, in a worker thread, at most once
-every ``seconds`` and only when asked; every replica can answer, leader or not.
+sorts them as the controller does (``policy.membership``) and takes the dispatch decision again
+(``controller.controlling.decide``), in a worker thread, at most once every ``seconds`` and only
+when asked; every replica can answer, leader or not. Each board carries the last start estimates
+and offers its snapshot to the ``controller.estimates.Estimator``, which makes the next ones
+from it, in a thread of their own, when its pace allows.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from controller.controlling import PodSource, decide
+from controller.estimates import Estimates, Estimator
 from controller.managed import ManagedPod
-from controller.pending import GROUP_VERSION, Board, Estimate, board
+from controller.pending import GROUP_VERSION, Board, board
 from kube.authenticating import FrontProxy
 from kube.authorizing import Access
 from kube.resources import PENDING_PODS
 from policy.catalog import Catalog
-from policy.dispatching import Decision
 from policy.membership import Membership, membership
 from policy.model import Nodes, Snapshot
 from policy.ordering import Turns
@@ -55,19 +57,6 @@ DISCOVERY: Final = f"/apis/{GROUP_VERSION}"
 QUEUES: Final = "queues"
 REFRESH_SECONDS: Final = 2.0
 """How old a board may be when it is read: at most one rebuild per this long, however many reads."""
-
-Estimator = Callable[[Snapshot, Decision], Mapping[str, Estimate]]
-"""When each pending workload is expected to start (by workload key), from a snapshot and the
-decision taken on it; pure."""
-
-
-def no_estimates(snapshot: Snapshot, decision: Decision) -> Mapping[str, Estimate]:
-    """No workload's start is known: every item's ``expectedStart`` is absent. Joining
-    ``simulator.estimating.estimate`` here (with durations from the recorder's records) is what
-    is left to do; until then ``controller.serving`` passes this."""
-    del snapshot, decision
-    return {}
-
 
 RESOURCES: Final = APIResourceListJSON(
     kind="APIResourceList", apiVersion="v1", groupVersion=GROUP_VERSION,
@@ -85,9 +74,10 @@ RESOURCES: Final = APIResourceListJSON(
 
 def build_board(
     pods: Sequence[ManagedPod], catalog: Catalog, team_of: Mapping[str, str | None], now: float,
-    nodes: Nodes | None, estimate: Estimator, version: int,
-) -> Board:
-    """One board, from what the cache held: pure, run in a worker thread."""
+    nodes: Nodes | None, estimates: Estimates | None, version: int,
+) -> tuple[Board, Snapshot]:
+    """One board, from what the cache held, with the last ``estimates``, and the snapshot it was
+    built from: pure, run in a worker thread."""
     counting: list[Pod] = []
     left: list[Pod] = []
     for managed in pods:
@@ -101,7 +91,9 @@ def build_board(
     # The round-robin turn lives in the leader's memory: from the first queue by name, as a
     # restarted controller starts.
     decision = decide(snapshot, Turns())
-    return board(snapshot, decision, left, estimate(snapshot, decision), version=version)
+    if estimates is None:
+        return board(snapshot, decision, left, version=version), snapshot
+    return board(snapshot, decision, left, estimates.by_key, made=estimates.made, version=version), snapshot
 
 
 class Viewer:
@@ -114,7 +106,7 @@ class Viewer:
         team_of: Callable[[str], str | None],
         nodes: Callable[[], Nodes | None] = lambda: None,
         *,
-        estimate: Estimator = no_estimates,
+        estimator: Estimator | None = None,
         seconds: float = REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -123,7 +115,7 @@ class Viewer:
         self.catalog = catalog
         self.team_of = team_of
         self.nodes = nodes
-        self.estimate = estimate
+        self.estimator = estimator
         self.seconds = seconds
         self.clock = clock
         self.wall = wall
@@ -149,9 +141,12 @@ class Viewer:
         pods = list(self.pods.values())  # copied on the loop: the reflector changes it there
         teams = {ns: self.team_of(ns) for ns in {p.pod.namespace for p in pods}}
         self.builds += 1
-        made = await asyncio.to_thread(build_board, pods, self.catalog(), teams, self.wall(), self.nodes(),
-                                       self.estimate, self.builds)
+        estimates = self.estimator.latest if self.estimator is not None else None
+        made, snapshot = await asyncio.to_thread(build_board, pods, self.catalog(), teams, self.wall(),
+                                                 self.nodes(), estimates, self.builds)
         self._board, self._built = made, started
+        if self.estimator is not None:
+            self.estimator.offer(snapshot)  # the next estimates, when the pace allows
         return made
 
 

@@ -2,10 +2,11 @@
 
 ``review`` is the one entry point. For a managed pod CREATE it resolves the submitter, team,
 presets and queue, checks access, merges the presets and returns the JSON patch that adds
-Sluicegate's labels, annotations (the admission stamp among them) and scheduling gate. For a
-Job CREATE it judges the pod template the same way, so ``kubectl apply -f job.yaml`` fails at
-once when the user may not use the queue, and stamps the submitter on the template; presets and
-the gate are left to each pod's own CREATE, which sees the pod as it will run. On UPDATE only
+Sluicegate's labels, annotations (the admission stamp among them) and scheduling gate. For the
+CREATE of an owner (a Job, a PyTorchJob, ...) it judges each pod template the same way, so
+``kubectl apply -f job.yaml`` fails at once when the user may not use the queue, and stamps the
+submitter on it (``stamping``); presets and the gate are left to each pod's own CREATE, which
+sees the pod as it will run. On UPDATE only
 Sluicegate's controller may remove the gate or touch ``sluicegate.dev/`` keys (``guarding``),
 except that a person allowed to ``release`` the pod's queue may remove the gate by hand.
 
@@ -34,26 +35,24 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from policy import fields, keys, marks, priorities
-from policy.catalog import UNREADABLE, Catalog
+from policy.catalog import Catalog
 from policy.creators import (
-    honours_stamp,
     is_mirror_pod,
-    stamp_of_owner,
     submitter_of,
-    untrusted_stamp,
 )
-from policy.devices import NO_DEVICES, Devices, pod_devices, requests_with_devices
+from policy.devices import pod_devices
 from policy.fields import Obj
 from policy.guarding import guard
-from policy.judging import check_written_keys, judge, written_by_sluicegate
-from policy.merging import apply_presets, dict_at, main_container_index, preset_steps, thaw
+from policy.judging import check_written_keys, closed_refusal, judge, managed_or_refusal
+from policy.merging import dict_at, main_container_index, preset_steps, thaw
 from policy.model import Namespace
 from policy.patching import diff
-from policy.pods import Submitter, pod_requests
+from policy.pods import Submitter
 from policy.presets import Preset
 from policy.priorities import PriorityClasses
-from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Request
+from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, Request
 from policy.shapes import check_request
+from policy.stamping import create_owner, update_owner
 from policy.validating import problems
 
 Claims = Mapping[tuple[str, str], Obj | None]
@@ -104,46 +103,14 @@ def review(
     if request.operation is Operation.CREATE:
         if request.kind == POD:
             return _create_pod(request, namespace, catalog, now, owner_creator, classes, claims)
-        if request.kind in OWNER_TEMPLATES:
-            return _create_owner(request, namespace, catalog, OWNER_TEMPLATES[request.kind], classes)
+        if request.kind in OWNERS:
+            return create_owner(request, namespace, catalog, OWNERS[request.kind], classes, now)
     if request.operation is Operation.UPDATE and request.user != controller:
-        guarded = guard(request, may_release=may_release, trusted=catalog.policy.trusted_controllers)
-        if isinstance(guarded, Admit) and request.kind in OWNER_TEMPLATES:
-            path = OWNER_TEMPLATES[request.kind]
-            return _update_owner(request, namespace, catalog, path, classes) or guarded
+        guarded = guard(request, may_release=may_release, policy=catalog.policy)
+        if isinstance(guarded, Admit) and request.kind in OWNERS:
+            return update_owner(request, namespace, catalog, OWNERS[request.kind], classes) or guarded
         return guarded
     return Admit()
-
-
-# --- the facts every rule reads -------------------------------------------------------------
-
-
-def is_managed(shape: Obj, catalog: Catalog, devices: Devices = NO_DEVICES) -> bool:
-    """A pod (or pod template) is managed when it names a queue or presets or asks for a
-    managed resource, its DRA ``devices`` included. Raises ``InvalidObject`` when its resource
-    quantities cannot be read."""
-    # Read first, so a pod that names a queue never gets in with quantities no one can read.
-    requests = requests_with_devices(pod_requests(fields.obj(shape.get("spec"))), devices)
-    meta = fields.obj(shape.get("metadata"))
-    if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
-        return True
-    if fields.csv(fields.string_map(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
-        return True
-    return any(amount > 0 and catalog.manages(name) for name, amount in requests.items())
-
-
-def _managed(shape: Obj, catalog: Catalog, where: str, devices: Devices = NO_DEVICES) -> bool | Deny:
-    try:
-        return is_managed(shape, catalog, devices)
-    except UNREADABLE as e:
-        return Deny(f"{where}spec.{e}")
-
-
-def _closed(catalog: Catalog) -> Deny:
-    return Deny(
-        "Sluicegate admits no pods that use GPUs, queues or presets until its Policy is fixed "
-        f"(a platform administrator's job): {catalog.closed}"
-    )
 
 
 # --- CREATE ---------------------------------------------------------------------------------
@@ -169,7 +136,7 @@ def _create_pod(
     devices = pod_devices(fields.obj(pod.get("spec")), claims, catalog.policy.device_classes)
     if isinstance(devices, str):
         return Deny(devices)
-    managed = _managed(pod, catalog, "", devices)
+    managed = managed_or_refusal(pod, catalog, "", devices)
     if isinstance(managed, Deny):
         return managed
     submitter = submitter_of(request, catalog.policy, owner_creator)
@@ -183,7 +150,7 @@ def _create_pod(
     if foreign is not None:
         return foreign
     if catalog.closed is not None:
-        return _closed(catalog)
+        return closed_refusal(catalog)
     notes = fields.string_map(fields.obj(pod.get("metadata")).get("annotations"))
     existing = notes.get(keys.ADMITTED_AT_ANNOTATION)
     stamp = existing if existing is not None and marks.fresh(existing, now) else marks.admitted_at(now)
@@ -357,119 +324,6 @@ def _container_warnings(pod: Obj, presets: tuple[Preset, ...]) -> tuple[str, ...
     )
 
 
-def _create_owner(
-    request: Request,
-    namespace: Namespace,
-    catalog: Catalog,
-    path: tuple[str, ...],
-    classes: PriorityClasses,
-) -> Decision:
-    """A Job (or another owner kind) is judged as the account that creates it, whoever that is:
-    a stamp on its template that names anyone else is refused in every namespace. The one
-    exception is an object its own owner's controller creates from a stamped template (a Job
-    the cronjob controller creates for a CronJob): it is judged as the stamp names."""
-    obj = request.object
-    template = fields.at(obj, path)
-    meta = fields.obj(template.get("metadata"))
-    labels = fields.string_map(meta.get("labels"))
-    notes = fields.string_map(meta.get("annotations"))
-    raw = notes.get(keys.SUBMITTER_ANNOTATION)
-    stamped = Submitter.from_annotation(raw) if raw else None
-    honoured = honours_stamp(request, fields.obj(obj.get("metadata")), catalog.policy)
-    if honoured is None and raw is not None:
-        untrusted = untrusted_stamp(request, _stamp_view(obj, template), catalog.policy)
-        if untrusted is not None:
-            return untrusted
-    submitter = stamped if honoured is not None and stamped is not None else request.creator
-    if raw is not None and stamped != submitter:
-        own = fields.obj(obj.get("metadata"))
-        copied = None if stamped is None else stamp_of_owner(request, own, stamped)
-        return copied or written_by_sluicegate("annotation", keys.SUBMITTER_ANNOTATION)
-    if not namespace.opted_in:
-        return Admit()
-    where = "".join(f"{p}." for p in path)
-    managed = _managed(template, catalog, where)
-    if isinstance(managed, Deny):
-        return managed
-    warnings: tuple[str, ...] = ()
-    if managed:
-        if catalog.closed is not None:
-            return _closed(catalog)
-        judgement = judge(namespace, catalog, template, submitter, where)
-        if isinstance(judgement, Deny):
-            return judgement
-        preempting = _template_preempting(request, template, judgement.presets, classes)
-        if preempting is not None:
-            return preempting
-        warnings = judgement.warnings
-    else:
-        # Stamped even when the template is not managed today: if the Policy later manages its
-        # resources, the Job's new pods are judged as the person who created the Job.
-        bypass = check_written_keys(labels, notes, {}, {}, submitter)
-        if bypass is not None:
-            return bypass
-        # Its pods may not preempt, managed or not.
-        preempting = _template_preempting(request, template, (), classes)
-        if preempting is not None:
-            return preempting
-    out = thaw(obj)
-    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = (
-        submitter.to_annotation()
-    )
-    return Admit(diff(obj, out), warnings)
-
-
-def _stamp_view(obj: Obj, template: Obj) -> Obj:
-    """The owner's metadata (its ownerReferences) with its template's annotations (the stamp)."""
-    meta = fields.obj(obj.get("metadata"))
-    return {**meta, "annotations": fields.obj(template.get("metadata")).get("annotations")}
-
-
-def _update_owner(
-    request: Request,
-    namespace: Namespace,
-    catalog: Catalog,
-    path: tuple[str, ...],
-    classes: PriorityClasses,
-) -> Decision | None:
-    """A changed pod template of an owner (a Deployment's or StatefulSet's on every rollout, a
-    CronJob's, a suspended Job's in part) is judged again, as at CREATE: its next pods would
-    otherwise be refused one by one, out of sight of whoever applied it. It is judged as the
-    person its stamp names (only they, or a trusted controller, may change it: ``guarding``);
-    a template that carries no stamp yet (an object older than Sluicegate's webhooks) is judged
-    as the account that changes it, and stamped with it. None when the template did not change."""
-    obj = request.object
-    template = fields.at(obj, path)
-    old = fields.at(request.old_object or fields.EMPTY_OBJ, path)
-    if not namespace.opted_in or template == old:
-        return None
-    where = "".join(f"{p}." for p in path)
-    managed = _managed(template, catalog, where)
-    if isinstance(managed, Deny):
-        return managed
-    raw = fields.string_map(fields.obj(template.get("metadata")).get("annotations")).get(
-        keys.SUBMITTER_ANNOTATION
-    )
-    submitter = (Submitter.from_annotation(raw) if raw else None) or request.creator
-    presets: tuple[Preset, ...] = ()
-    warnings: tuple[str, ...] = ()
-    if managed:
-        if catalog.closed is not None:
-            return _closed(catalog)
-        judgement = judge(namespace, catalog, template, submitter, where)
-        if isinstance(judgement, Deny):
-            return judgement
-        presets, warnings = judgement.presets, judgement.warnings
-    preempting = _template_preempting(request, template, presets, classes)
-    if preempting is not None:
-        return preempting
-    if raw is not None:
-        return Admit(warnings=warnings)
-    out = thaw(obj)
-    dict_at(out, *path, "metadata", "annotations")[keys.SUBMITTER_ANNOTATION] = submitter.to_annotation()
-    return Admit(diff(obj, out), warnings)
-
-
 # --- preemption -----------------------------------------------------------------------------
 
 
@@ -478,16 +332,4 @@ def _preempting(spec: Obj, before: Obj, classes: PriorityClasses, subject: str) 
     as admission leaves it, ``before`` as it arrived."""
     priority = priorities.of(spec, before, classes)
     problem = None if priority is None else priorities.refusal(priority, classes, subject)
-    return None if problem is None else Deny(problem)
-
-
-def _template_preempting(
-    request: Request, template: Obj, presets: tuple[Preset, ...], classes: PriorityClasses
-) -> Deny | None:
-    """The same for an owner's pod template, with its presets merged as its pods will have them."""
-    spec = fields.obj(apply_presets(template, presets).get("spec"))
-    priority = priorities.resolve(spec, classes)
-    problem = None if priority is None else priorities.refusal(
-        priority, classes, f"the pods of this {request.kind.kind}"
-    )
     return None if problem is None else Deny(problem)

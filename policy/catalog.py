@@ -115,6 +115,7 @@ def closed_policy(raw: Obj) -> Policy:
         max_running=0,
         managed_resources=tuple(dict.fromkeys((*keys.DEFAULT_MANAGED_RESOURCES, *names))),
         trusted_controllers=(),
+        operator_accounts=fields.NO_STRINGS,
     )
 
 

@@ -6,7 +6,8 @@
 - A pod created by a controller for an owner whose CREATE admission judged (``reviews.OWNERS``)
   is submitted by whoever created the owner: admission stamped them on the owner's pod template.
   The stamp counts only when the pod's creator is one of the controllers that really create that
-  kind's pods and the Policy trusts it. The same holds one level up: a Job whose controller owner
+  kind's pods and the Policy trusts it (an operator's account: the one the Policy names for the
+  kind). The same holds one level up: a Job whose controller owner
   is a CronJob carries the CronJob's stamp when the cronjob controller created it. Otherwise an
   owner object's stamp never counts: it is judged as the account that creates it.
 - When the webhook knows who created the owner (it judged that CREATE itself), the stamp must
@@ -25,7 +26,7 @@ from policy import fields, keys
 from policy.fields import Obj
 from policy.model import Policy
 from policy.pods import Submitter
-from policy.reviews import OWNERS, POD, Deny, Kind, Request
+from policy.reviews import OWNERS, POD, Deny, Kind, OwnerKind, Request
 
 
 def node_of(request: Request) -> str | None:
@@ -66,15 +67,32 @@ def _controller_reference(meta: Obj) -> Obj | None:
     return None
 
 
+_KUBE_SYSTEM = f"{keys.SERVICE_ACCOUNT_PREFIX}kube-system:"
+
+
+def creates(row: OwnerKind, user: str, policy: Policy) -> bool:
+    """``user`` is one of the accounts that really create the objects of ``row``'s kind: one of
+    Kubernetes' controllers of the row, or the operator account the Policy names for it."""
+    if user in row.controllers:
+        return True
+    return bool(row.operator) and policy.operator_accounts.get(row.operator) == user
+
+
+def _trusted(row: OwnerKind, user: str, policy: Policy) -> bool:
+    """An operator account the Policy names is trusted by being named; Kubernetes' own
+    controllers must also be among the Policy's ``trustedControllers``."""
+    return user not in row.controllers or user in policy.trusted_controllers
+
+
 def honours_stamp(request: Request, meta: Obj, policy: Policy) -> Kind | None:
     """The owner kind whose stamp this object (a pod, or a Job a CronJob owns) may carry, or None
     when any stamp is the creator's own writing: the object must be of the kind the owner's
     controllers create, its creator one of them and trusted by the Policy."""
     owner = controller_owner(meta)
     row = OWNERS.get(owner) if owner is not None else None
-    if row is None or row.creates != request.kind or request.user not in row.controllers:
+    if row is None or row.creates != request.kind or not creates(row, request.user, policy):
         return None
-    if request.user not in policy.trusted_controllers:
+    if not _trusted(row, request.user, policy):
         return None
     return owner
 
@@ -82,14 +100,27 @@ def honours_stamp(request: Request, meta: Obj, policy: Policy) -> Kind | None:
 def untrusted_stamp(request: Request, meta: Obj, policy: Policy) -> Deny | None:
     """The refusal for an object that one of its owner's own controllers created from a stamped
     template while the Policy does not trust that controller: the stamp is Sluicegate's, the
-    missing trust is the administrator's to fix (not the user's)."""
+    missing trust is the administrator's to fix (not the user's). The same for an object a
+    service account created for an operator's kind when the Policy names another account as
+    that kind's operator (an operator installed under another name)."""
     owner = controller_owner(meta)
     row = OWNERS.get(owner) if owner is not None else None
-    if row is None or owner is None or row.creates != request.kind or request.user not in row.controllers:
-        return None
-    if request.user in policy.trusted_controllers:
+    if row is None or owner is None or row.creates != request.kind:
         return None
     if keys.SUBMITTER_ANNOTATION not in fields.string_map(meta.get("annotations")):
+        return None
+    if row.operator and not creates(row, request.user, policy):
+        if not request.user.startswith(keys.SERVICE_ACCOUNT_PREFIX) or request.user.startswith(_KUBE_SYSTEM):
+            return None  # a person's (or one of Kubernetes' own controllers') writing: refused as such
+        named = policy.operator_accounts.get(row.operator)
+        return Deny(
+            f"{request.user} created this {request.kind.kind} for a {owner.kind} whose template "
+            f"Sluicegate stamped ({keys.SUBMITTER_ANNOTATION}), but the Policy names "
+            + (f"{named} as the operator" if named else "no operator")
+            + f" of {row.operator}: a platform administrator names the operator's account in the "
+            f"Policy's spec.operatorAccounts ({row.operator}: {request.user})"
+        )
+    if request.user not in row.controllers or request.user in policy.trusted_controllers:
         return None
     return Deny(
         f"{request.user} created this {request.kind.kind} for a {owner.kind} whose template "

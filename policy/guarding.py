@@ -23,13 +23,18 @@ keys stay the controller's even then.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Final
 
 from policy import fields, keys
 from policy.fields import Obj
+from policy.model import Policy
+from policy.owners import ANY, Path, Pattern, at, shown, template_paths
 from policy.pods import Submitter
-from policy.reviews import OWNER_TEMPLATES, POD, Admit, Decision, Deny, Operation, Release, Request
+from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, OwnerKind, Release, Request
+
+DEFAULT_POLICY: Final = Policy()
 
 
 def release_queue(request: Request, controller: str) -> str | None:
@@ -48,9 +53,7 @@ def release_queue(request: Request, controller: str) -> str | None:
     return labels.get(keys.QUEUE_LABEL) or None
 
 
-def guard(
-    request: Request, *, may_release: bool = False, trusted: Collection[str] = ()
-) -> Decision:
+def guard(request: Request, *, may_release: bool = False, policy: Policy = DEFAULT_POLICY) -> Decision:
     """Refuse an UPDATE that removes the gate or touches a ``sluicegate.dev/`` label or
     annotation; the caller has checked that the requester is not the controller.
 
@@ -58,12 +61,13 @@ def guard(
     the gate is a break-glass release rather than a bypass.
 
     A stamped owner (Job, CronJob) belongs to the person the stamp names: anyone else (but a
-    ``trusted`` controller) who changes what it runs is refused, since its pods would run and
-    count as that person's.
+    controller the ``policy`` trusts, or an operator account it names) who changes what it runs
+    is refused, since its pods would run and count as that person's.
     """
     old = request.old_object or MappingProxyType({})
     new = request.object
     release = None
+    pairs: list[tuple[Obj, Obj]] = [(old, new)]
     if request.kind == POD:
         noun = "a pod"
         if gated(old) and not gated(new):
@@ -75,16 +79,33 @@ def guard(
                 )
             meta = fields.obj(new.get("metadata"))
             release = Release(f"{meta.get('namespace')}/{meta.get('name')}", queue, request.user)
-    elif request.kind in OWNER_TEMPLATES:
+    elif request.kind in OWNERS:
         noun = f"the pod template of a {request.kind.kind}"
-        if request.user not in trusted:
-            owned = _someone_elses(request)
+        row = OWNERS[request.kind]
+        if not _trusted(request.user, row, policy):
+            owned = _someone_elses(request, row)
             if owned is not None:
                 return owned
-        path = OWNER_TEMPLATES[request.kind]
-        old, new = fields.at(old, path), fields.at(new, path)
+        paths = dict.fromkeys((*template_paths(old, row.templates), *template_paths(new, row.templates)))
+        pairs = [(at(old, path), at(new, path)) for path in paths]
     else:
         return Admit()
+    for before_template, after_template in pairs:
+        refused = _keys_changed(request, noun, before_template, after_template)
+        if refused is not None:
+            return refused
+    return Admit(release=release)
+
+
+def _trusted(user: str, row: OwnerKind, policy: Policy) -> bool:
+    """A controller the Policy trusts, or the operator account it names for the kind."""
+    return user in policy.trusted_controllers or (
+        bool(row.operator) and policy.operator_accounts.get(row.operator) == user
+    )
+
+
+def _keys_changed(request: Request, noun: str, old: Obj, new: Obj) -> Deny | None:
+    """The refusal for a ``sluicegate.dev/`` key of a pod (or one template) changed by hand."""
     old_meta, new_meta = fields.obj(old.get("metadata")), fields.obj(new.get("metadata"))
     for what, field in (("label", "labels"), ("annotation", "annotations")):
         before, after = fields.obj(old_meta.get(field)), fields.obj(new_meta.get(field))
@@ -106,7 +127,7 @@ def guard(
                 f"{what} {key} cannot be {change} {noun} once it exists: only Sluicegate's "
                 f"controller may change {keys.PREFIX} labels and annotations"
             )
-    return Admit(release=release)
+    return None
 
 
 def _stamps_itself(request: Request, field: str, key: str, before: Obj, after: Obj) -> bool:
@@ -121,28 +142,34 @@ def _stamps_itself(request: Request, field: str, key: str, before: Obj, after: O
     )
 
 
-def _someone_elses(request: Request) -> Deny | None:
+def _someone_elses(request: Request, row: OwnerKind) -> Deny | None:
     """The refusal for changing what an owner stamped for someone other than the requester runs."""
-    path = OWNER_TEMPLATES[request.kind]
     before = request.old_object or fields.EMPTY_OBJ
-    notes = fields.string_map(fields.obj(fields.at(before, path).get("metadata")).get("annotations"))
-    raw = notes.get(keys.SUBMITTER_ANNOTATION)
+    raw = next(
+        (
+            stamp
+            for path in template_paths(before, row.templates)
+            if (stamp := _stamp(at(before, path))) is not None
+        ),
+        None,
+    )
     if raw is None:
         return None
     stamped = Submitter.from_annotation(raw)
     if stamped is not None and stamped.user == request.user:
         return None
-    changed = owner_changes(before, request.object, path)
+    changed = owner_changes(before, request.object, row.templates, row.scaling)
     if not changed:
         return None
     kind = request.kind.kind
     name = fields.obj(before.get("metadata")).get("name")
     owner = f"user {stamped.user}" if stamped is not None else f'"{raw}"'
+    scaled = "" if not row.scaling else f", or scale it ({', '.join(shown(p) for p in row.scaling)})"
     return Deny(
         f"{kind} {name} was submitted by {owner} (annotation {keys.SUBMITTER_ANNOTATION} on its pod "
         f"template) and only they may change what it runs or how much ({', '.join(changed)}): its "
         f"pods run and count as {owner}'s; create a {kind} of your own instead. Anyone allowed to "
-        f"edit it may still suspend it (spec.{SUSPEND}: true)"
+        f"edit it may still suspend it (spec.{SUSPEND}: true){scaled}"
     )
 
 
@@ -150,29 +177,50 @@ SUSPEND = "suspend"
 """The one field of a Job's or CronJob's spec anyone may set (to true): the emergency brake."""
 
 
-def owner_changes(old: Obj, new: Obj, template: tuple[str, ...]) -> list[str]:
+def owner_changes(
+    old: Obj, new: Obj, templates: tuple[Pattern, ...], scaling: tuple[Pattern, ...] = ()
+) -> list[str]:
     """The fields of an owner's spec that an UPDATE from ``old`` to ``new`` changes, as paths
     (``spec.parallelism``, ``spec.jobTemplate.spec.template``): a pod template counts as one
-    field, and the objects that lead to it (a CronJob's ``jobTemplate``) are looked into.
-    Suspending is no change here; resuming is (``spec.suspend``)."""
+    field, and the objects and lists that lead to it (a CronJob's ``jobTemplate``, a
+    RayCluster's ``workerGroupSpecs``) are looked into. Suspending is no change here; resuming
+    is (``spec.suspend``); nor is a change of one of the kind's ``scaling`` fields.
+    """
     changed: list[str] = []
+    leading = (*templates, *scaling)
 
-    def walk(before: Obj, after: Obj, at: tuple[str, ...]) -> None:
-        for key in sorted({*before, *after}, key=str):
-            was, now = before.get(key), after.get(key)
-            here = (*at, str(key))
-            if here == ("spec", SUSPEND):
-                if was is True and now is not True:
-                    changed.append(".".join(here))
-            elif was != now:
-                leads = len(here) < len(template) and here == template[: len(here)]
-                if leads and isinstance(was, Mapping) and isinstance(now, Mapping):
-                    walk(was, now, here)
-                else:
-                    changed.append(".".join(here))
+    def walk(was: object, now: object, here: Path) -> None:
+        if here == ("spec", SUSPEND):
+            if was is True and now is not True:
+                changed.append(shown(here))
+            return
+        if any(_matches(here, p) for p in scaling) or was == now:
+            return
+        leads = any(len(here) < len(p) and _matches(here, p[: len(here)]) for p in leading)
+        if leads and isinstance(was, Mapping) and isinstance(now, Mapping):
+            for key in sorted({*was, *now}, key=str):
+                walk(was.get(key), now.get(key), (*here, str(key)))
+        elif leads and isinstance(was, list) and isinstance(now, list) and len(was) == len(now):
+            for i, (a, b) in enumerate(zip(was, now, strict=True)):
+                walk(a, b, (*here, i))
+        else:
+            changed.append(shown(here))
 
-    walk(fields.obj(old.get("spec")), fields.obj(new.get("spec")), ("spec",))
+    before, after = fields.obj(old.get("spec")), fields.obj(new.get("spec"))
+    for key in sorted({*before, *after}, key=str):
+        walk(before.get(key), after.get(key), ("spec", str(key)))
     return changed
+
+
+def _matches(path: Path, pattern: Pattern) -> bool:
+    return len(path) == len(pattern) and all(
+        p == ANY or str(s) == p for s, p in zip(path, pattern, strict=True)
+    )
+
+
+def _stamp(template: Obj) -> str | None:
+    notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
+    return notes.get(keys.SUBMITTER_ANNOTATION)
 
 
 def gated(pod: Obj) -> bool:

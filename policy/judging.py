@@ -1,6 +1,7 @@
 """Judging a managed pod or pod template: every check admission runs, and what it would write.
 
-``judge`` settles the submitter's teams, the presets, the queue and the keys Sluicegate writes,
+``is_managed`` says whether admission manages a pod or pod template at all. ``judge`` settles
+the submitter's teams, the presets, the queue and the keys Sluicegate writes,
 or says why the pod may not go in. ``admitting`` calls it for a pod's CREATE (with the admission
 stamp) and for an owner's CREATE (its pod template, without one).
 """
@@ -20,12 +21,46 @@ from policy.access import (
     queue_alternatives,
     who,
 )
-from policy.catalog import POLICY_KEY, Catalog
+from policy.catalog import POLICY_KEY, UNREADABLE, Catalog
+from policy.devices import NO_DEVICES, Devices, requests_with_devices
 from policy.fields import Obj
 from policy.model import Namespace
-from policy.pods import Submitter
+from policy.pods import Submitter, pod_requests
 from policy.presets import Preset
 from policy.reviews import Deny
+
+
+def is_managed(shape: Obj, catalog: Catalog, devices: Devices = NO_DEVICES) -> bool:
+    """A pod (or pod template) is managed when it names a queue or presets or asks for a
+    managed resource, its DRA ``devices`` included. Raises ``InvalidObject`` when its resource
+    quantities cannot be read."""
+    # Read first, so a pod that names a queue never gets in with quantities no one can read.
+    requests = requests_with_devices(pod_requests(fields.obj(shape.get("spec"))), devices)
+    meta = fields.obj(shape.get("metadata"))
+    if fields.string_map(meta.get("labels")).get(keys.QUEUE_LABEL, "").strip():
+        return True
+    if fields.csv(fields.string_map(meta.get("annotations")).get(keys.PRESETS_ANNOTATION)):
+        return True
+    return any(amount > 0 and catalog.manages(name) for name, amount in requests.items())
+
+
+def managed_or_refusal(
+    shape: Obj, catalog: Catalog, where: str, devices: Devices = NO_DEVICES
+) -> bool | Deny:
+    """``is_managed``, or the refusal naming the quantity that cannot be read (``where``
+    prefixes its path)."""
+    try:
+        return is_managed(shape, catalog, devices)
+    except UNREADABLE as e:
+        return Deny(f"{where}spec.{e}")
+
+
+def closed_refusal(catalog: Catalog) -> Deny:
+    """The refusal of every managed pod while no valid Policy is known."""
+    return Deny(
+        "Sluicegate admits no pods that use GPUs, queues or presets until its Policy is fixed "
+        f"(a platform administrator's job): {catalog.closed}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

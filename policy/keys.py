@@ -102,6 +102,11 @@ the scheduler's own words follow."""
 # Kubernetes' own keys that Sluicegate reads.
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
+RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
+"""KubeRay's label of the pods it creates: ``head`` or ``worker``. A worker beyond the size of
+its running RayCluster's group is one the autoscaler added: it queues on its own
+(``policy.workloads``)."""
+RAY_WORKER: Final = "worker"
 
 # Kubernetes' own identities and names that admission recognises.
 NODE_USER_PREFIX: Final = "system:node:"
@@ -112,6 +117,13 @@ DEPLOYMENT_CONTROLLER: Final = "system:serviceaccount:kube-system:deployment-con
 REPLICASET_CONTROLLER: Final = "system:serviceaccount:kube-system:replicaset-controller"
 STATEFULSET_CONTROLLER: Final = "system:serviceaccount:kube-system:statefulset-controller"
 CONTROLLER_MANAGER: Final = "system:kube-controller-manager"
+SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"
+TRAINING_OPERATOR: Final = "system:serviceaccount:kubeflow:training-operator"
+"""The Kubeflow training operator's account where its own manifests install it: the default of
+the Policy's ``operatorAccounts`` for PyTorchJobs."""
+KUBERAY_OPERATOR: Final = "system:serviceaccount:ray-system:kuberay-operator"
+"""KubeRay's operator's account as its chart installs it in ``ray-system``: the default of the
+Policy's ``operatorAccounts`` for RayClusters and RayJobs."""
 SERVICE_ACCOUNT_TOKEN_PATH: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
 NODE_TAINT_PREFIX: Final = "node.kubernetes.io/"

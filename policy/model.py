@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from types import MappingProxyType
+from typing import Final, Protocol
 
 from policy import fields, keys
 from policy.fields import InvalidObject, Obj
@@ -178,6 +179,13 @@ DEFAULT_TRUSTED_CONTROLLERS = (
     "system:serviceaccount:kube-system:replicaset-controller",
     "system:serviceaccount:kube-system:statefulset-controller",
 )
+DEFAULT_OPERATOR_ACCOUNTS: Final[Mapping[str, str]] = MappingProxyType({
+    "pytorchjobs.kubeflow.org": keys.TRAINING_OPERATOR,
+    "rayclusters.ray.io": keys.KUBERAY_OPERATOR,
+    "rayjobs.ray.io": keys.KUBERAY_OPERATOR,
+})
+"""Each operator's account where its own manifests install it, by the resource of the kind it
+creates pods (or RayClusters) for: ``reviews.OWNERS``' ``operator``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +198,10 @@ class Policy:
     default_queue: str = ""
     starvation_seconds: int = DEFAULT_STARVATION_SECONDS
     trusted_controllers: tuple[str, ...] = DEFAULT_TRUSTED_CONTROLLERS
+    operator_accounts: Mapping[str, str] = field(default_factory=lambda: DEFAULT_OPERATOR_ACCOUNTS)
+    """The account of the operator that creates the pods (or objects) of an owner kind, by the
+    kind's resource (``pytorchjobs.kubeflow.org``): its stamp is honoured on what that account
+    creates for an object of the kind, and only there. Naming it is trusting it."""
     workflow_labels: tuple[str, ...] = ()
     device_classes: Mapping[str, str] = field(default_factory=lambda: fields.NO_STRINGS)
     """DRA: a DeviceClass name and the quota resource each device of it counts as
@@ -205,6 +217,7 @@ class Policy:
         starvation = fields.limit(spec.get("starvationSeconds"), f"{where}.starvationSeconds")
         managed = fields.strings(spec.get("managedResources"), f"{where}.managedResources")
         trusted = spec.get("trustedControllers")
+        operators = spec.get("operatorAccounts")
         default_queue = spec.get("defaultQueue") or ""
         if not isinstance(default_queue, str):
             raise InvalidObject(f"{where}.defaultQueue: expected a queue name, got {default_queue!r}")
@@ -218,6 +231,11 @@ class Policy:
                 DEFAULT_TRUSTED_CONTROLLERS
                 if trusted is None
                 else fields.strings(trusted, f"{where}.trustedControllers")
+            ),
+            operator_accounts=(
+                DEFAULT_OPERATOR_ACCOUNTS
+                if operators is None
+                else fields.labels(operators, f"{where}.operatorAccounts")
             ),
             workflow_labels=fields.strings(spec.get("workflowLabels"), f"{where}.workflowLabels"),
             device_classes=fields.labels(spec.get("deviceClasses"), f"{where}.deviceClasses"),

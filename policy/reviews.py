@@ -9,7 +9,7 @@ raises ``MalformedReview``, which the webhook answers with HTTP 400. An ``Admit`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -17,6 +17,7 @@ from typing import Any, Final, TypedDict
 
 from policy import keys
 from policy.fields import InvalidObject, Obj
+from policy.owners import ANY, Pattern, pytorchjob_pods, raycluster_pods
 from policy.patching import Patch
 from policy.pods import Submitter
 
@@ -88,27 +89,48 @@ REPLICASET: Final = Kind("apps", "v1", "ReplicaSet")
 STATEFULSET: Final = Kind("apps", "v1", "StatefulSet")
 
 
+PYTORCHJOB: Final = Kind("kubeflow.org", "v1", "PyTorchJob")
+RAYCLUSTER: Final = Kind("ray.io", "v1", "RayCluster")
+RAYJOB: Final = Kind("ray.io", "v1", "RayJob")
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerKind:
-    """A kind whose CREATE admission judges too: where its pod template is, what kind of object
-    its controllers create from that template, and which accounts really create them (so the
-    only ones whose objects may carry the template's stamp)."""
+    """A kind whose CREATE admission judges too: where its pod templates are, what kind of object
+    its controllers create from them, and which accounts really create those (so the only ones
+    whose objects may carry a template's stamp).
 
-    template: tuple[str, ...]
+    ``templates`` are path patterns (``policy.owners``: a ``*`` step is every value of a map or
+    item of a list). ``controllers`` are Kubernetes' own accounts, the same in every cluster; an
+    operator's account depends on where it was installed, so the Policy names it
+    (``operatorAccounts``, by ``operator``: the resource name of the kind). ``gang`` counts the
+    pods of one object, for the kinds whose pods start together (one pod group, formed at
+    CREATE). ``scaling`` are the fields that anyone allowed to edit the object may change, like
+    a Deployment's replicas through the scale subresource: the pods they add queue on their own.
+    """
+
+    templates: tuple[Pattern, ...]
     creates: Kind
-    controllers: frozenset[str]
+    controllers: frozenset[str] = frozenset()
+    operator: str = ""
+    gang: Callable[[Obj], int] | None = None
+    scaling: tuple[Pattern, ...] = ()
 
+
+_TEMPLATE: Final[tuple[Pattern, ...]] = (("spec", "template"),)
+_RAY_TEMPLATES: Final[tuple[Pattern, ...]] = (
+    ("spec", "headGroupSpec", "template"),
+    ("spec", "workerGroupSpecs", ANY, "template"),
+)
 
 OWNERS: Final[Mapping[Kind, OwnerKind]] = MappingProxyType({
     # kube-controller-manager acts as its own user when it runs without
     # --use-service-account-credentials; it never creates a Job's pods for anyone else.
-    JOB: OwnerKind(
-        ("spec", "template"), POD, frozenset({keys.JOB_CONTROLLER, keys.CONTROLLER_MANAGER})
-    ),
+    JOB: OwnerKind(_TEMPLATE, POD, frozenset({keys.JOB_CONTROLLER, keys.CONTROLLER_MANAGER})),
     # The cronjob controller creates a Job from spec.jobTemplate, the stamp included; the Job
     # controller then creates the Job's pods from it (the row above).
     CRONJOB: OwnerKind(
-        ("spec", "jobTemplate", "spec", "template"),
+        (("spec", "jobTemplate", "spec", "template"),),
         JOB,
         frozenset({keys.CRONJOB_CONTROLLER, keys.CONTROLLER_MANAGER}),
     ),
@@ -117,29 +139,56 @@ OWNERS: Final[Mapping[Kind, OwnerKind]] = MappingProxyType({
     # controller then creates the pods (the next row). A ReplicaSet created by hand is judged
     # at its own CREATE like any owner.
     DEPLOYMENT: OwnerKind(
-        ("spec", "template"),
-        REPLICASET,
-        frozenset({keys.DEPLOYMENT_CONTROLLER, keys.CONTROLLER_MANAGER}),
+        _TEMPLATE, REPLICASET, frozenset({keys.DEPLOYMENT_CONTROLLER, keys.CONTROLLER_MANAGER})
     ),
     REPLICASET: OwnerKind(
-        ("spec", "template"), POD, frozenset({keys.REPLICASET_CONTROLLER, keys.CONTROLLER_MANAGER})
+        _TEMPLATE, POD, frozenset({keys.REPLICASET_CONTROLLER, keys.CONTROLLER_MANAGER})
     ),
     STATEFULSET: OwnerKind(
-        ("spec", "template"), POD, frozenset({keys.STATEFULSET_CONTROLLER, keys.CONTROLLER_MANAGER})
+        _TEMPLATE, POD, frozenset({keys.STATEFULSET_CONTROLLER, keys.CONTROLLER_MANAGER})
+    ),
+    # The training operator creates each replica's pod from its type's template (labels
+    # training.kubeflow.org/job-name, replica-type, replica-index), owned by the PyTorchJob.
+    PYTORCHJOB: OwnerKind(
+        (("spec", "pytorchReplicaSpecs", ANY, "template"),),
+        POD,
+        operator="pytorchjobs.kubeflow.org",
+        gang=pytorchjob_pods,
+    ),
+    # KubeRay creates the head's pod and each worker group's pods (labels ray.io/cluster,
+    # ray.io/node-type, ray.io/group), owned by the RayCluster. Its autoscaler changes a worker
+    # group's replicas and the workers it deletes.
+    RAYCLUSTER: OwnerKind(
+        _RAY_TEMPLATES,
+        POD,
+        operator="rayclusters.ray.io",
+        gang=raycluster_pods,
+        scaling=(
+            ("spec", "workerGroupSpecs", ANY, "replicas"),
+            ("spec", "workerGroupSpecs", ANY, "scaleStrategy"),
+        ),
+    ),
+    # KubeRay creates a RayCluster from spec.rayClusterSpec, the stamps included, owned by the
+    # RayJob (the row above then forms its gang); its submitter runs in a Job of its own.
+    RAYJOB: OwnerKind(
+        tuple(("spec", "rayClusterSpec", *p[1:]) for p in _RAY_TEMPLATES),
+        RAYCLUSTER,
+        operator="rayjobs.ray.io",
     ),
 })
 """Owner kinds whose CREATE admission also judges, one row each.
 
 An object whose controller owner is one of these takes the submitter stamped on the template,
-but only when it is of the row's ``creates`` kind, one of the row's controllers created it, and
-the Policy trusts that account. Adding a kind (JobSet, an Argo Workflow, a PyTorchJob) is one
-row here and one rule in the webhook configuration (``manifests/admission``).
+but only when it is of the row's ``creates`` kind and was created by one of the row's
+controllers that the Policy trusts, or by the operator account the Policy names for the kind.
+Adding a kind (JobSet, an Argo Workflow) is one row here and one rule in the webhook
+configuration (``manifests/admission``).
 """
 
-OWNER_TEMPLATES: Final[Mapping[Kind, tuple[str, ...]]] = MappingProxyType(
-    {kind: row.template for kind, row in OWNERS.items()}
+OWNER_TEMPLATES: Final[Mapping[Kind, tuple[Pattern, ...]]] = MappingProxyType(
+    {kind: row.templates for kind, row in OWNERS.items()}
 )
-"""The path of each owner kind's pod template."""
+"""The path patterns of each owner kind's pod templates (``policy.owners.template_paths``)."""
 
 
 def _no_object() -> Obj:

@@ -13,9 +13,11 @@ as absent everywhere, as it does in Kubernetes' JSON.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from policy.fields import Obj
+from policy.owners import ANY, Pattern
 from policy.reviews import OWNERS, POD, MalformedReview, Operation, Request
 
 
@@ -27,7 +29,15 @@ class _StringMap:
     """An object whose values are all strings (labels, annotations, a node selector)."""
 
 
-Shape = type | _AnyObject | _StringMap | list["Shape"] | dict[str, "Shape"]
+@dataclass(frozen=True, slots=True)
+class _Each:
+    """A list, or an object keyed by any names, every item of which fits ``shape`` (the
+    ``*`` step of an owner's template pattern)."""
+
+    shape: Shape
+
+
+Shape = type | _AnyObject | _StringMap | _Each | list["Shape"] | dict[str, "Shape"]
 
 ANY_OBJECT: Final = _AnyObject()
 STRING_MAP: Final = _StringMap()
@@ -81,15 +91,33 @@ def check_request(request: Request) -> None:
         if request.kind == POD:
             check(obj, POD_SHAPE, name)
         elif request.kind in OWNERS:
-            check(obj, owner_shape(OWNERS[request.kind].template), name)
+            check(obj, owner_shape(OWNERS[request.kind].templates), name)
 
 
-def owner_shape(template: tuple[str, ...]) -> Shape:
-    """An owner object: its metadata, and a pod template at ``template``."""
-    inner: Shape = POD_SHAPE
-    for step in reversed(template[1:]):
-        inner = {step: inner}
-    return {"metadata": _METADATA, template[0]: inner}
+def owner_shape(templates: tuple[Pattern, ...]) -> Shape:
+    """An owner object: its metadata, and a pod template at each of ``templates``."""
+    shape: dict[str, Shape] = {"metadata": _METADATA}
+    for pattern in templates:
+        _place(shape, pattern)
+    return shape
+
+
+def _place(shape: dict[str, Shape], pattern: Pattern) -> None:
+    """Add a pod template at ``pattern`` to ``shape``, beside what it describes already."""
+    step, rest = pattern[0], pattern[1:]
+    if not rest:
+        shape[step] = POD_SHAPE
+        return
+    if rest[0] == ANY:
+        inner = shape.get(step)
+        each = inner.shape if isinstance(inner, _Each) and isinstance(inner.shape, dict) else {}
+        _place(each, rest[1:])
+        shape[step] = _Each(each)
+        return
+    child = shape.get(step)
+    nested: dict[str, Shape] = child if isinstance(child, dict) else {}
+    _place(nested, rest)
+    shape[step] = nested
 
 
 def check(value: object, shape: Shape, where: str) -> None:
@@ -102,6 +130,15 @@ def check(value: object, shape: Shape, where: str) -> None:
             raise MalformedReview(f"{where}: expected {_NAMES[shape]}, got {_show(value)}")
     elif isinstance(shape, _AnyObject):
         _object(value, where)
+    elif isinstance(shape, _Each):
+        if isinstance(value, list):
+            items: list[tuple[str, object]] = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+        else:
+            items = [(f"{where}.{key}", item) for key, item in _object(value, where).items()]
+        for at, item in items:
+            if item is None:
+                raise MalformedReview(f"{at}: expected an object, got null")
+            check(item, shape.shape, at)
     elif isinstance(shape, _StringMap):
         for key, item in _object(value, where).items():
             if not isinstance(item, str):

@@ -105,8 +105,11 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     agree among themselves. Those form a pending workload (key ``<group key>/joining``,
     ``joins``) that passes every limit like any other, its requests counted beside the group's
     live pods, but takes no slot of a count limit: the group holds its slot already. Agreeing
-    pods beyond its size wait in a pending workload (key ``<group key>/surplus``) that is never
-    released as such and says the group already has its size; gated pods that disagree wait in
+    Ray workers beyond its size (label ``ray.io/node-type: worker``) are workers an autoscaler
+    added to a running RayCluster: each queues on its own, a workload of one pod with a slot of
+    its own (key ``<group key>/added:<pod>``). Other agreeing pods beyond its size wait in a
+    pending workload (key ``<group key>/surplus``) that is never released as such and says the
+    group already has its size; gated pods that disagree wait in
     another (``<group key>/disagreeing``) that names the disagreement: a pod mislabelled with the
     group's name never holds back the pods that do belong to it.
     """
@@ -125,9 +128,13 @@ def group_workloads(key: str, members: Iterable[Pod]) -> list[Workload]:
     others = tuple(p for p in gated if p not in agree)
     room = max(size - len(live), 0)
     joining, beyond = tuple(agree[:room]), tuple(agree[room:])
+    added = tuple(p for p in beyond if p.labels.get(keys.RAY_NODE_TYPE_LABEL) == keys.RAY_WORKER)
+    beyond = tuple(p for p in beyond if p not in added)
     out = [workload_of(key, released)]
     if joining:
         out.append(replace(workload_of(f"{key}/joining", joining), group_size=len(joining), joins=True))
+    for pod in added:
+        out.append(replace(workload_of(f"{key}/added:{pod.name}", (pod,)), group_size=1))
     if beyond:
         surplus = f"group {first.group} already has {len(live) + len(joining)}/{size} pods live or joining"
         out.append(workload_of(f"{key}/surplus", beyond, surplus))

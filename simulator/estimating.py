@@ -21,8 +21,9 @@ An estimate is *unknown* (``Estimate.known`` false, ``reason`` says why) where n
 nothing recorded at all; a pod group not complete yet (it waits for its own pods, which no
 record predicts); gated pods joining a running group; work no node could hold
 (``policy.inventory``) or that asks more than a quota by itself (``policy.limits.impossible``),
-which never runs under the current limits; work of a paused or missing queue; and anything
-else the replay never releases (a ``maxRunning`` of 0).
+which never runs under the current limits; work of a paused or missing queue; anything else
+the replay never releases (a ``maxRunning`` of 0); and work beyond the horizon (a day) or behind
+more than ``MOST`` (1,000) releases of the middle replay.
 
 It is pure and reads nothing but its arguments. It is not on the dispatch path: the caller
 recomputes it at a bounded rate, off the cycle (its cost: benchmarks/README.md, "Expected start
@@ -32,7 +33,7 @@ times").
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from policy import keys
@@ -50,6 +51,11 @@ HORIZON = 86400.0
 """Seconds ahead the replay looks (a day): work it has not released by then is unknown. What
 arrives meanwhile, which no replay of the present sees, makes anything further out a guess, and
 the replay's cost grows with how far it goes (benchmarks/README.md, "Expected start times")."""
+
+MOST = 1000
+"""Releases the middle replay makes at most: work it has not released by then is unknown ("more
+than 1,000 workloads are expected to start before it"). A backlog that deep changes a great deal before its
+tail starts, and the replays' cost grows with every release (benchmarks/README.md)."""
 
 BAND = (10.0, 50.0, 90.0)  # the percentiles of an estimate: p10, p50, p90 (of drawn replays)
 _INF = float("inf")
@@ -82,6 +88,11 @@ PAUSED = "its queue is paused"
 NO_QUEUE = "its queue does not exist"
 NEVER = "it is never released under the current limits"
 BEYOND = "not within the horizon: more than a day's work is ahead of it"
+
+
+def too_deep(most: int) -> str:
+    """Why work the middle replay did not reach before its ``most``-th release is unknown."""
+    return f"more than {most:,} workloads are expected to start before it"
 
 
 def shape_of(w: Workload) -> DurationShape:
@@ -121,6 +132,7 @@ def estimate(
     samples: int = 0,
     seed: int = 0,
     horizon: float = HORIZON,
+    most: int = MOST,
 ) -> dict[str, Estimate]:
     """An estimate for every pending workload of ``snapshot``, by key.
 
@@ -130,10 +142,13 @@ def estimate(
     caller knows better than the pods' ``dispatched-at`` stamps; a running workload known to
     neither counts as released at ``now``. ``samples`` (0: the three replays of p10, mean and
     p90 holds) is how many replays with holds drawn at random make the band instead, seeded by
-    ``seed``. Work the replays do not release within ``horizon`` seconds is unknown.
+    ``seed``. Work the replays do not release within ``horizon`` seconds, or that more than
+    ``most`` workloads go before in the middle replay, is unknown.
 
-    Its cost grows with the work it replays: about 3 dispatch cycles per release to come
-    (benchmarks/README.md, "Expected start times", has the figure at 10,000 pending).
+    Its cost grows with the work it replays, about one dispatch cycle per release to come in
+    each replay; so the middle replay (mean holds) runs first, and the other two stop as soon
+    as they have released every workload it released (benchmarks/README.md, "Expected start
+    times", has the figure at 10,000 pending).
     """
     now = snapshot.now
     pending = [w for w in snapshot.workloads if w.state is State.PENDING]
@@ -154,9 +169,10 @@ def estimate(
     since = {w.key: _since(w, known, now) for w in running}
     holds = {w.key: durations.of(shape_of(w)) for w in (*running, *candidates)}
     deadlines = {w.key: deadline_of(w) for w in (*running, *candidates)}
+    start = _Start(snapshot, running, candidates, since, holds, deadlines)
 
-    def replay(hold: Hold) -> tuple[dict[str, float], bool]:
-        return _forward(snapshot, turns, running, candidates, since, holds, deadlines, hold, now + horizon)
+    def replay(hold: Hold, awaited: Collection[str] | None = None) -> _Replayed:
+        return start.forward(turns, hold, now + horizon, most, awaited)
 
     if samples > 0:
         rnd = random.Random(seed)
@@ -165,11 +181,14 @@ def estimate(
             return h.draw(rnd, elapsed, deadline)
 
         runs = [replay(drawn) for _ in range(samples)]
+        middle = runs[0]
     else:
-        runs = [replay(_at(10.0)), replay(_mean), replay(_at(90.0))]
-    cut = any(cut for _, cut in runs)
+        # The middle replay first: the other two need go no further than the work it released.
+        middle = replay(_mean)
+        runs = [replay(_at(10.0), middle.released), middle, replay(_at(90.0), middle.released)]
+    cut = any(run.cut for run in runs)
     for w in candidates:
-        starts = [run.get(w.key) for run, _ in runs]
+        starts = [run.released.get(w.key) for run in runs]
         if samples > 0:
             ordered = sorted(_INF if s is None else s for s in starts)
             band = [percentile(ordered, p) for p in BAND]
@@ -178,7 +197,8 @@ def estimate(
             band = [min(done, default=None), starts[1], max(done) if len(done) == len(starts) else None]
         p10, p50, p90 = (None if v is None or v == _INF else v for v in band)
         if p10 is None or p50 is None:
-            out[w.key] = Estimate(w.key, reason=BEYOND if cut else NEVER)
+            deep = middle.cut and len(middle.released) >= most
+            out[w.key] = Estimate(w.key, reason=too_deep(most) if deep else BEYOND if cut else NEVER)
         else:
             out[w.key] = Estimate(w.key, p10, p50, p90)
     return out
@@ -220,36 +240,49 @@ def _never(w: Workload, snapshot: Snapshot) -> str:
     return ""
 
 
-def _forward(
-    snapshot: Snapshot,
-    turns: Turns,
-    running: list[Workload],
-    pending: list[Workload],
-    since: Mapping[str, float],
-    holds: Mapping[str, Holds | None],
-    deadlines: Mapping[str, float | None],
-    hold: Hold,
-    until: float,
-) -> tuple[dict[str, float], bool]:
-    """One replay from ``snapshot`` with each workload's hold given by ``hold``: when each
-    pending workload is released, by key (left out: never, or not by ``until``), and whether
-    the replay stopped at ``until``."""
-    now = snapshot.now
-    setup = Setup(snapshot.queues, snapshot.teams, snapshot.policy)
-    keep = quota_resources(setup)
-    forms: dict[str, tuple[Workload, Workload]] = {}
-    lengths: dict[str, float] = {}
-    for w in pending:
-        forms[w.key] = versions(w, keep)
-        h = holds[w.key]
-        lengths[w.key] = 0.0 if h is None else hold(h, 0.0, deadlines[w.key])
-    events = Events(
-        VirtualCluster(setup), forms, lengths, sorted((min(w.created, now), w.key) for w in pending)
-    )
-    for w in running:
-        h = holds[w.key]
-        elapsed = max(0.0, now - since[w.key])
-        left = 0.0 if h is None else hold(h, elapsed, deadlines[w.key])
-        events.running(versions(w, keep)[1], now + left)
-    events.run(turns, start=now, until=until)
-    return events.released_at, events.cut
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    released: dict[str, float]  # when each pending workload was released, by key
+    cut: bool  # stopped at the horizon or after ``most`` releases, with events still to come
+
+
+class _Start:
+    """What every replay of one estimate starts from, worked out once: the replay's setup, each
+    workload's pending and running versions, how long each running one has run."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        running: list[Workload],
+        pending: list[Workload],
+        since: Mapping[str, float],
+        holds: Mapping[str, Holds | None],
+        deadlines: Mapping[str, float | None],
+    ) -> None:
+        self.now = now = snapshot.now
+        self.setup = Setup(snapshot.queues, snapshot.teams, snapshot.policy)
+        keep = quota_resources(self.setup)
+        self.forms = {w.key: versions(w, keep) for w in pending}
+        self.arrivals = sorted((min(w.created, now), w.key) for w in pending)
+        self.running = [(versions(w, keep)[1], max(0.0, now - since[w.key])) for w in running]
+        self.holds = holds
+        self.deadlines = deadlines
+
+    def forward(
+        self, turns: Turns, hold: Hold, until: float, most: int | None, awaited: Collection[str] | None
+    ) -> _Replayed:
+        """One replay with each workload's hold given by ``hold``, up to ``until``, at most
+        ``most`` releases, or until every key of ``awaited`` is released."""
+        holds, deadlines = self.holds, self.deadlines
+        lengths: dict[str, float] = {}
+        for key in self.forms:
+            h = holds[key]
+            lengths[key] = 0.0 if h is None else hold(h, 0.0, deadlines[key])
+        events = Events(VirtualCluster(self.setup), self.forms, lengths, list(self.arrivals))
+        for w, elapsed in self.running:
+            h = holds[w.key]
+            left = 0.0 if h is None else hold(h, elapsed, deadlines[w.key])
+            events.running(w, self.now + left)
+        events.run(turns, start=self.now, until=until, most=None if awaited is not None else most,
+                   awaited=awaited)
+        return _Replayed(events.released_at, events.cut)

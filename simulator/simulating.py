@@ -40,7 +40,7 @@ shown as one placeholder, remembered until an event touches them.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -275,18 +275,25 @@ class Events:
         reaction: float = 0.0,
         until: float = _INF,
         observe: Callable[[float, Turns], None] | None = None,
+        most: int | None = None,
+        awaited: Collection[str] | None = None,
     ) -> Turns:
         """Run every event until nothing is left to happen, or up to ``until``; the turns of
         the last cycle.
 
         The first cycle runs no earlier than ``start``; ``observe(now, turns)`` hears the
-        turns each cycle leaves."""
+        turns each cycle leaves. ``most`` stops the run (``cut``) after the cycle that brings
+        its releases to that many; ``awaited`` stops it once every one of those keys has been
+        released (not ``cut``: nothing asked for is left to learn)."""
         cluster = self.cluster
         compactor = Compactor(cluster)
         starvation = cluster.setup.policy.starvation_seconds
         arrivals, completions, versions = self.arrivals, self.completions, self.versions
         released_at, order = self.released_at, self.order
         nxt, total = 0, len(arrivals)
+        left = None if awaited is None else {k for k in awaited if k not in released_at}
+        if left is not None and not left:
+            return turns
         crossed = 0  # arrivals[:crossed] have become starving by the last cycle
         last = -_INF
         while nxt < total or completions:
@@ -328,4 +335,11 @@ class Events:
                 released_at[key] = now
                 order.append(key)
                 heapq.heappush(completions, (now + self.durations[key], len(order), key))
+                if left is not None:
+                    left.discard(key)
+            if left is not None and not left:
+                break
+            if most is not None and len(order) >= most:
+                self.cut = True
+                break
         return turns

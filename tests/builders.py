@@ -539,6 +539,147 @@ class MakeDeployment(_Builder):
         return pod
 
 
+class MakePyTorchJob(_Builder):
+    """A Kubeflow PyTorchJob as a user writes it: a ``Master`` of one replica and ``workers``
+    ``Worker`` replicas, each of the pod ``template`` (``MakePod.submitted()...template()``) with
+    its container named ``pytorch``, as the training operator requires."""
+
+    def __init__(
+        self, template: Obj, *, workers: int = 3, namespace: str = "vision-ml", name: str = "mnist"
+    ) -> None:
+        def replica(count: int) -> Obj:
+            shaped = copy.deepcopy(template)
+            for container in shaped.get("spec", {}).get("containers", [])[:1]:
+                container["name"] = "pytorch"
+                container["image"] = "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727"
+            return {"replicas": count, "restartPolicy": "OnFailure", "template": shaped}
+
+        super().__init__(
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+            }
+        )
+
+    def replica(self, replica_type: str, index: int) -> Obj:
+        """The pod the training operator creates for replica ``index`` of ``replica_type``
+        (``Master``, ``Worker``): the template with its labels added, named
+        ``<job>-<type>-<index>``, owned by the job (controller)."""
+        obj = self.obj()
+        name, kind = obj["metadata"]["name"], replica_type.lower()
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               **copy.deepcopy(obj["spec"]["pytorchReplicaSpecs"][replica_type]["template"])}
+        labels = {
+            **pod.get("metadata", {}).get("labels", {}),
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/job-name": name,
+            "training.kubeflow.org/replica-type": kind,
+            "training.kubeflow.org/replica-index": str(index),
+        }
+        if replica_type == "Master":
+            labels["training.kubeflow.org/job-role"] = "master"
+        pod["metadata"] = {
+            **pod.get("metadata", {}),
+            "name": f"{name}-{kind}-{index}",
+            "namespace": obj["metadata"]["namespace"],
+            "labels": labels,
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name, "uid": f"uid-{name}",
+                 "controller": True, "blockOwnerDeletion": True}
+            ],
+        }
+        return pod
+
+
+class MakeRayCluster(_Builder):
+    """A KubeRay RayCluster as a user writes it: a head of the pod ``head`` template and one
+    worker group ``gpu`` of ``workers`` replicas of ``worker`` (containers named
+    ``ray-head`` and ``ray-worker``). With ``kind="RayJob"``, a RayJob whose
+    ``spec.rayClusterSpec`` is that cluster's spec."""
+
+    def __init__(
+        self,
+        head: Obj,
+        worker: Obj,
+        *,
+        workers: int = 2,
+        namespace: str = "vision-ml",
+        name: str = "raycluster-gpu",
+        kind: str = "RayCluster",
+    ) -> None:
+        def shaped(template: Obj, container: str) -> Obj:
+            out = copy.deepcopy(template)
+            for c in out.get("spec", {}).get("containers", [])[:1]:
+                c["name"] = container
+                c["image"] = "rayproject/ray:2.46.0"
+            return out
+
+        spec: Obj = {
+            "rayVersion": "2.46.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": shaped(head, "ray-head")},
+            "workerGroupSpecs": [
+                {"groupName": "gpu", "replicas": workers, "minReplicas": 0, "maxReplicas": 8,
+                 "numOfHosts": 1, "rayStartParams": {}, "template": shaped(worker, "ray-worker")}
+            ],
+        }
+        if kind == "RayJob":
+            spec = {"entrypoint": "python /home/ray/samples/sample_code.py", "submissionMode": "K8sJobMode",
+                    "shutdownAfterJobFinishes": True, "rayClusterSpec": spec}
+        super().__init__(
+            {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace},
+             "spec": spec}
+        )
+
+    def owned_by(self, kind: Kind, name: str) -> Self:
+        """A controller ownerReference, as KubeRay writes on the RayCluster of a RayJob."""
+        self._meta["ownerReferences"] = [
+            {"apiVersion": kind.api_version, "kind": kind.kind, "name": name, "uid": f"uid-{name}",
+             "controller": True, "blockOwnerDeletion": True}
+        ]
+        return self
+
+    def cluster(self, name: str) -> MakeRayCluster:
+        """The RayCluster KubeRay creates for this RayJob: its rayClusterSpec as the spec, named
+        ``name``, owned by the RayJob."""
+        obj = self.obj()
+        out = MakeRayCluster({}, {}, namespace=obj["metadata"]["namespace"], name=name)
+        out._obj["spec"] = copy.deepcopy(obj["spec"]["rayClusterSpec"])
+        return out.owned_by(Kind("ray.io", "v1", "RayJob"), obj["metadata"]["name"])
+
+    def replica(self, node_type: str, suffix: str) -> Obj:
+        """The pod KubeRay creates: the head (``node_type`` ``head``) or a worker of group
+        ``gpu``, with its labels, owned by the cluster (controller)."""
+        obj = self.obj()
+        name = obj["metadata"]["name"]
+        spec = obj["spec"]
+        source = spec["headGroupSpec"] if node_type == "head" else spec["workerGroupSpecs"][0]
+        pod = {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(source["template"])}
+        group = "headgroup" if node_type == "head" else "gpu"
+        labels = {
+            **pod.get("metadata", {}).get("labels", {}),
+            "ray.io/cluster": name,
+            "ray.io/node-type": node_type,
+            "ray.io/group": group,
+            "ray.io/is-ray-node": "yes",
+            "app.kubernetes.io/name": "kuberay",
+            "app.kubernetes.io/created-by": "kuberay-operator",
+        }
+        pod_name = f"{name}-head" if node_type == "head" else f"{name}-gpu-worker-{suffix}"
+        pod["metadata"] = {
+            **pod.get("metadata", {}),
+            "name": pod_name,
+            "namespace": obj["metadata"]["namespace"],
+            "labels": labels,
+            "ownerReferences": [
+                {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": name, "uid": f"uid-{name}",
+                 "controller": True, "blockOwnerDeletion": True}
+            ],
+        }
+        return pod
+
+
 class MakePreset(_Builder):
     """A Preset that sets nothing, with the replace strategy. Its ``pod_label`` and
     ``pod_annotation`` are what it writes on pods; ``label`` and ``annotation`` are its own."""

@@ -10,8 +10,10 @@ Two kinds of fenced block hold commands, and every other block (``yaml``, ``text
   on another empty cluster with helm on ``PATH`` (the Helm install, which must not meet the
   kustomize one), ```` ```sh cluster ```` on a cluster where Sluicegate runs, as ``make up``
   leaves it, ```` ```sh upgrade ```` on one where the previous release was installed, and
-  ```` ```sh rollback ```` after its upgrade. ``scripts`` lists them (the guides); an untagged
-  shell block is an error, since every command of a guide is run.
+  ```` ```sh rollback ```` after its upgrade, ```` ```sh operators ```` on a cluster where
+  Sluicegate runs beside the Kubeflow training operator and KubeRay (the operators' tests run
+  those). ``scripts`` lists them (the guides); an untagged shell block is an error, since
+  every command of a guide is run.
 
 Blocks may sit inside list items; their indentation is removed, as a reader who copies them
 gets them. ``shell_env`` gives the reader's shell after ``make up`` and ``run`` runs a command
@@ -36,7 +38,7 @@ from controlplane.launching import LocalCluster
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 GUIDES: Final = (ROOT / "docs" / "admin-guide.md", ROOT / "docs" / "user-guide.md")
-WHERE: Final = frozenset({"install", "helm", "cluster", "upgrade", "rollback"})
+WHERE: Final = frozenset({"install", "helm", "cluster", "upgrade", "rollback", "operators"})
 SHELLS: Final = frozenset({"sh", "bash", "shell"})
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w-]*)(?P<tags>.*)$")

@@ -46,7 +46,7 @@ class JobStamp:
     @classmethod
     def of(cls, job: JSON) -> JobStamp:
         meta = fields.obj(job.get("metadata"))
-        template = fields.at(job, OWNERS[JOB].template)
+        template = fields.at(job, OWNERS[JOB].templates[0])
         notes = fields.string_map(fields.obj(template.get("metadata")).get("annotations"))
         raw = notes.get(keys.SUBMITTER_ANNOTATION)
         return cls(str(meta.get("uid") or ""), Submitter.from_annotation(raw) if raw else None)

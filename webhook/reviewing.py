@@ -23,6 +23,7 @@ from policy.catalog import Catalog
 from policy.fields import InvalidObject
 from policy.guarding import release_queue
 from policy.model import Namespace, Policy
+from policy.owners import at, template_paths
 from policy.patching import escape
 from policy.pods import Submitter
 from policy.priorities import PriorityClasses
@@ -295,8 +296,12 @@ def _still_as_admitted(review: Review, decision: Decision) -> Decision:
 
 
 def _template(request: Request) -> Mapping[str, Any]:
-    path = OWNER_TEMPLATES.get(request.kind)
-    return fields.at(request.object, path) if path else request.object
+    """The object itself, or an owner's first pod template (they share queue and submitter)."""
+    patterns = OWNER_TEMPLATES.get(request.kind)
+    if not patterns:
+        return request.object
+    paths = template_paths(request.object, patterns)
+    return at(request.object, paths[0]) if paths else fields.EMPTY_OBJ
 
 
 def _queue(request: Request, decision: Decision) -> str:

@@ -263,7 +263,9 @@ CONTROLLER |= {("tokenreviews.authentication.k8s.io", "", "create"),
                ("subjectaccessreviews.authorization.k8s.io", "", "create")}
 CONTROLLER_LEASE = {("leases.coordination.k8s.io", "", "create"),
                     *(("leases.coordination.k8s.io", "sluicegate-controller", v)
-                      for v in ("get", "watch", "update", "patch"))}
+                      for v in ("get", "watch", "update", "patch")),
+                    # the run records its start estimates draw on (the Role sluicegate-records-reader)
+                    *(("records.records.sluicegate.dev", "", v) for v in ("get", "list"))}
 WEBHOOK = EVERYONE | {
     *((f"{k}.sluicegate.dev", "", v) for k in SLUICEGATE_KINDS for v in READ),
     *(("namespaces", "", v) for v in READ),

@@ -10,8 +10,10 @@ from cli.standings import (
     HELD,
     RELEASING,
     UNPLACEABLE_STATE,
+    Expected,
     Observation,
     expected_start,
+    expected_words,
     from_visibility,
     stand,
 )
@@ -245,17 +247,31 @@ def test_the_visibility_apis_places_and_estimates_go_on_the_pods_read_in_its_ord
     items = [
         {"metadata": {"name": "b", "namespace": "vision-research"}, "queue": "sweeps", "position": 1,
          "workloadsAhead": 0, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running",
-         "expectedStart": {"p50Seconds": 840, "p90Seconds": 1860}},
+         "expectedStart": {"p10Seconds": 540, "p50Seconds": 840, "p90Seconds": 1860}},
         {"metadata": {"name": "a", "namespace": "vision-research"}, "queue": "sweeps", "position": 2,
-         "workloadsAhead": 1, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running"},
+         "workloadsAhead": 1, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running",
+         "expectedStart": {"unknown": "nothing recorded yet: no run's length to go by"}},
         {"metadata": {"name": "gone", "namespace": "vision-research"}, "queue": "sweeps", "position": 3,
          "workloadsAhead": 2, "reason": "QueueLimit", "message": "queue sweeps: 1/1 running"},
     ]
     entries = from_visibility(items, seen)
     assert [(e.name, e.position, e.ahead, e.gpus, expected_start(e.expected)) for e in entries] == [
-        ("b", 1, 0, 1, "~14m (p90 31m)"), ("a", 2, 1, 2, "unknown")]
+        ("b", 1, 0, 1, "~14m (9–31m)"), ("a", 2, 1, 2, "unknown")]
+    assert entries[1].expected == Expected(unknown="nothing recorded yet: no run's length to go by")
 
 
 def test_expected_starts_read_in_seconds_minutes_or_hours() -> None:
-    assert [expected_start(e) for e in (None, (45, 80), (840, 1860), (7200, 14400))] == [
-        "unknown", "~45s (p90 80s)", "~14m (p90 31m)", "~2h (p90 4h)"]
+    shown = [expected_start(e) for e in (
+        None, Expected(unknown="its queue is paused"), Expected(0, 0, 0), Expected(30, 45, 80),
+        Expected(540, 840, 1860), Expected(2400, 3000, 7200), Expected(3600, 7200, None),
+        Expected(None, 840, 1860))]
+    assert shown == ["unknown", "unknown", "now", "~45s (30–80s)", "~14m (9–31m)", "~50m (40m–2h)",
+                     "~2h (60m–>1d)", "~14m (14–31m)"]
+
+
+def test_explain_says_about_when_or_why_nobody_can_say() -> None:
+    assert expected_words(Expected(540, 840, 1860)) == "expected to start in about 14m (9–31m)"
+    assert expected_words(Expected(0, 0, 0)) == "expected to start now"
+    paused = Expected(unknown="its queue is paused")
+    assert expected_words(paused) == "start time unknown: its queue is paused"
+    assert expected_words(None) == ""

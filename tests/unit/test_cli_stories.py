@@ -100,13 +100,13 @@ def test_the_story_runs_on_one_clock_the_release_before_the_schedulers_answer_th
     assert told[cannot] == timestamp(T0 + 30)  # the scheduler's own second, not the gate's
 
 
-def visible_item(position: int, ahead: int, expected: tuple[int, int] | None = None) -> Obj:
+def visible_item(position: int, ahead: int, expected: Obj | None = None) -> Obj:
     """The pod as the visibility API serves it."""
     item: Obj = {"metadata": {"name": "p1", "namespace": "vision-research"}, "queue": "sweeps",
                  "position": position, "workloadsAhead": ahead, "reason": "QueueLimit",
                  "message": "queue sweeps: 2/2 running"}
     if expected is not None:
-        item["expectedStart"] = {"p50Seconds": expected[0], "p90Seconds": expected[1]}
+        item["expectedStart"] = expected
     return item
 
 
@@ -115,13 +115,20 @@ def test_a_reader_of_one_namespace_learns_the_position_from_the_visibility_api()
     text = render(tell(held, [], None, "forbidden", visible=visible_item(4, 3)))
     assert text.splitlines()[0] == "held by Sluicegate: QueueLimit: queue sweeps: 2/2 running"
     assert "  position 4 in its queue\n  after 3 workloads ahead in queue sweeps\n" in text
-    assert "expected to start" not in text  # no estimate yet: nothing is said
+    assert "expected to start" not in text and "start time" not in text  # the API said nothing of it
     assert "position and what is ahead unknown" not in text
 
 
 def test_the_expected_start_is_said_when_the_controller_estimated_it() -> None:
     held = MakePod("vision-research", "p1").queue("sweeps").team("vision").gated().obj()
-    story = tell(held, [], None, "forbidden", visible=visible_item(1, 0, (840, 1860)))
+    expected = {"p10Seconds": 540, "p50Seconds": 840, "p90Seconds": 1860}
+    story = tell(held, [], None, "forbidden", visible=visible_item(1, 0, expected))
     assert "  after 0 workloads ahead in queue sweeps\n" in render(story)
-    assert "  expected to start ~14m (p90 31m)\n" in render(story)
-    assert story.as_json()["hold"]["expectedStart"] == "~14m (p90 31m)"
+    assert "  expected to start in about 14m (9–31m)\n" in render(story)
+    assert story.as_json()["hold"]["expectedStart"] == "expected to start in about 14m (9–31m)"
+
+
+def test_an_unknown_start_says_why() -> None:
+    held = MakePod("vision-research", "p1").queue("sweeps").team("vision").gated().obj()
+    story = tell(held, [], None, "forbidden", visible=visible_item(1, 0, {"unknown": "its queue is paused"}))
+    assert "  start time unknown: its queue is paused\n" in render(story)

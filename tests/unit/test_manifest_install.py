@@ -154,7 +154,10 @@ def _webhooks() -> list[tuple[str, dict[str, Any]]]:
 
 
 STAMP_CHECKS = ("jobs.validate.sluicegate.dev", "cronjobs.validate.sluicegate.dev",
-                "apps.validate.sluicegate.dev")
+                "apps.validate.sluicegate.dev", "operators.validate.sluicegate.dev")
+OPERATORS_MUTATE = "operators.mutate.sluicegate.dev"
+"""Sent every CREATE of the operators' kinds in an opted-in namespace, and every change of their
+spec: no condition names Sluicegate's prefix."""
 ELSEWHERE = "pods-elsewhere.validate.sluicegate.dev"
 SPARED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "sluicegate-system"]
 
@@ -163,8 +166,8 @@ def test_every_webhook_fails_closed_and_only_the_mark_checks_reach_namespaces_no
     hooks = _webhooks()
     assert [w["name"] for _, w in hooks] == [
         "pods.mutate.sluicegate.dev", "jobs.mutate.sluicegate.dev", "cronjobs.mutate.sluicegate.dev",
-        "apps.mutate.sluicegate.dev", "pods.validate.sluicegate.dev", *STAMP_CHECKS[:2], ELSEWHERE,
-        STAMP_CHECKS[2],
+        "apps.mutate.sluicegate.dev", OPERATORS_MUTATE, "pods.validate.sluicegate.dev", *STAMP_CHECKS[:2],
+        ELSEWHERE, *STAMP_CHECKS[2:],
     ]
     for kind, hook in hooks:
         assert hook["failurePolicy"] == "Fail"
@@ -198,10 +201,15 @@ def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_st
     for _, hook in _webhooks():
         if hook["name"] in STAMP_CHECKS:
             (condition,) = hook["matchConditions"]
-            assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == 4
+            # On CREATE the new object's template, on UPDATE the old and the new one's; the
+            # operators' kinds: each of their templates, of either object.
+            stamps = 3 if hook["name"] == STAMP_CHECKS[3] else 4
+            assert condition["expression"].count(f"'{keys.SUBMITTER_ANNOTATION}'") == stamps
 
 
 def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -> None:
+    operators = [(["kubeflow.org"], ["pytorchjobs"], ["CREATE", "UPDATE"]),
+                 (["ray.io"], ["rayclusters", "rayjobs"], ["CREATE", "UPDATE"])]
     rules = {w["name"]: [(r["apiGroups"], r["resources"], r["operations"]) for r in w["rules"]]
              for _, w in _webhooks()}
     assert rules == {
@@ -217,13 +225,15 @@ def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -
                                         ["CREATE", "UPDATE"])],
         "apps.validate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
                                           ["CREATE", "UPDATE"])],
+        OPERATORS_MUTATE: operators,
+        "operators.validate.sluicegate.dev": operators,
     }
 
 
 def test_the_match_conditions_name_our_prefix_and_the_controllers_real_account() -> None:
     for _, hook in _webhooks():
         text = " ".join(c["expression"] for c in hook["matchConditions"])
-        assert f"'{keys.PREFIX}'" in text or hook["name"] in STAMP_CHECKS
+        assert f"'{keys.PREFIX}'" in text or hook["name"] in (*STAMP_CHECKS, OPERATORS_MUTATE)
     (validating, *_) = [w for kind, w in _webhooks() if kind == "ValidatingWebhookConfiguration"]
     assert validating["name"] == "pods.validate.sluicegate.dev"
     accounts = re.findall(r"'(system:serviceaccount:[^']+)'", validating["matchConditions"][0]["expression"])

@@ -1,6 +1,6 @@
 """The visibility API as its readers see it: each namespace's waiting pods with their place in
-their queue and why they wait, a queue's line for admins, the expected start absent until the
-estimator exists, and who may read what (the front proxy's user, asked again of the API server)."""
+their queue and why they wait, a queue's line for admins, the expected start from the last
+estimates, and who may read what (the front proxy's user, asked again of the API server)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 
 from controller.managed import ManagedPod
-from controller.pending import RELEASING_MESSAGE, Board, Estimate, board
+from controller.pending import NOT_ESTIMATED, RELEASING_MESSAGE, Board, board
 from controller.visibility import Viewer, build_app, build_board
 from kube.authenticating import Identity
 from kube.authorizing import Access
@@ -18,6 +18,7 @@ from kube.resources import PENDING_PODS
 from policy.catalog import Catalog
 from policy.dispatching import dispatch
 from policy.pods import Pod
+from simulator.estimating import PAUSED, Estimate
 from tests.builders import T0, MakePod, MakeQueue, snapshot
 from tests.unit.test_callers import PROXY, Answers
 from tests.unit.test_recorder_access import _handshake
@@ -38,9 +39,10 @@ def lined_up() -> list[MakePod]:
             trial("trial-4", 4)]
 
 
-def board_of(pods: list[MakePod], estimates: dict[str, Estimate] | None = None) -> Board:
+def board_of(pods: list[MakePod], estimates: dict[str, Estimate] | None = None,
+             made: float | None = None) -> Board:
     shot = snapshot(pods, [SWEEPS], now=T0 + 60)
-    return board(shot, dispatch(shot), estimates=estimates)
+    return board(shot, dispatch(shot), estimates=estimates, made=made)
 
 
 def places(items: list[Any]) -> list[tuple[str, int | None, int, str]]:
@@ -68,11 +70,25 @@ def test_an_admin_reads_the_whole_queue_in_its_order() -> None:
         "trial-1", "trial-2", "other-3", "trial-4"]
 
 
-def test_the_expected_start_is_absent_until_an_estimate_exists() -> None:
-    shown = board_of(lined_up(), {"vision-research/trial-2": Estimate(p50=840.4, p90=1860.0)})
-    trial_1, trial_2, _ = shown.namespace("vision-research")
-    assert "expectedStart" not in trial_1
-    assert trial_2["expectedStart"] == {"p50Seconds": 840, "p90Seconds": 1860}
+def test_the_expected_start_is_the_last_estimate_seen_from_now_and_unknown_says_why() -> None:
+    # Estimated ten seconds before this board: times are epoch seconds, served as seconds from now.
+    made = T0 + 50
+    shown = board_of(lined_up(), {
+        "vision-research/trial-2": Estimate("vision-research/trial-2", T0 + 600, T0 + 900.4, T0 + 1920),
+        "vision-research/trial-4": Estimate("vision-research/trial-4", reason=PAUSED)}, made)
+    trial_1, trial_2, trial_4 = shown.namespace("vision-research")
+    assert trial_1["expectedStart"] == {"unknown": NOT_ESTIMATED}
+    assert trial_2["expectedStart"] == {
+        "p10Seconds": 540, "p50Seconds": 840, "p90Seconds": 1860, "p50Time": "2023-11-14T22:28:20Z",
+        "p90Time": "2023-11-14T22:45:20Z", "estimatedAt": "2023-11-14T22:14:10Z"}
+    assert trial_4["expectedStart"] == {"unknown": PAUSED, "estimatedAt": "2023-11-14T22:14:10Z"}
+
+
+def test_a_start_already_past_is_now_and_one_beyond_the_horizon_has_no_p90() -> None:
+    late = Estimate("vision-research/trial-1", T0 + 10, T0 + 20, None)
+    item = board_of(lined_up(), {late.key: late}, T0).namespace("vision-research")[0]
+    assert item["expectedStart"] == {"p10Seconds": 0, "p50Seconds": 0, "p50Time": "2023-11-14T22:13:40Z",
+                                     "estimatedAt": "2023-11-14T22:13:20Z"}
 
 
 def test_a_pod_that_fits_now_is_first_with_nothing_ahead_and_the_next_workload_counts_it() -> None:
@@ -125,13 +141,13 @@ def test_the_board_from_the_cache_is_the_decision_on_the_pods_that_count() -> No
     pods = lined_up()
     made = build_board([ManagedPod(p.model()) for p in pods], catalog(),
                        {"vision-research": "vision", "nlp-research": "vision"}, T0 + 60, None,
-                       lambda s, d: {}, 1)
+                       None, 1)[0]
     assert places(made.namespace("vision-research")) == places(board_of(pods).namespace("vision-research"))
 
 
 def test_a_pod_of_a_namespace_that_left_its_team_is_shown_without_a_place() -> None:
     made = build_board([ManagedPod(trial("trial-1", 1).model())], catalog(), {"vision-research": None},
-                       T0 + 60, None, lambda s, d: {}, 1)
+                       T0 + 60, None, None, 1)[0]
     assert places(made.namespace("vision-research")) == [("trial-1", None, 0, "NamespaceLeftTeam")]
 
 

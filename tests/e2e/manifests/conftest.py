@@ -50,6 +50,11 @@ def installed(cluster: LocalCluster) -> LocalCluster:
     Left in place: they are what every Sluicegate installation on this cluster uses, and
     applying them again is a no-op.
     """
+    return install(cluster)
+
+
+def install(cluster: LocalCluster) -> LocalCluster:
+    """What ``installed`` applies, on ``cluster``."""
     cluster.kubectl("apply", "-k", str(MANIFESTS / "crds"))
     cluster.kubectl("apply", "-k", str(MANIFESTS / "base"))
     cluster.kubectl(

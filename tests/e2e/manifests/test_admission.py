@@ -23,7 +23,7 @@ from policy import keys, marks
 from policy.pods import Submitter
 from process import kubeyaml
 from tests.e2e.conftest import Kubectl, eventually
-from tests.e2e.manifests.conftest import rendered_objects
+from tests.e2e.manifests.conftest import install, rendered_objects
 from tests.manifest_files import ACCOUNT_GROUPS, CONTROLLER_ACCOUNT
 
 MUTATE_PODS = "pods.mutate.sluicegate.dev"
@@ -49,8 +49,8 @@ STAMPED = {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: '{"user":"ali
 
 
 def stamped_by(cluster: LocalCluster) -> dict[str, Any]:
-    """A template stamped with the admin's own identity: a running Sluicegate (the session's, if a
-    test started it) admits that stamp on a CronJob the admin creates in any namespace."""
+    """A template stamped with the admin's own identity: a running Sluicegate would admit that
+    stamp on a CronJob the admin creates in any namespace."""
     user = json.loads(cluster.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
     stamp = Submitter(user["username"], frozenset(user.get("groups", ()))).to_annotation()
     return {"metadata": {"annotations": {keys.SUBMITTER_ANNOTATION: stamp}}}
@@ -140,12 +140,29 @@ def patch(
     ))
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster of this module's own: on the session's, a Sluicegate another test started would
+    answer these requests before the unreachable copies do."""
+    local = LocalCluster(tmp_path_factory.mktemp("admission-rules"), nodes=1, gpus_per_node=8)
+    local.up(progress=lambda line: None)
+    try:
+        yield local
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: LocalCluster) -> LocalCluster:
+    return install(cluster)
+
+
 @pytest.fixture
 def webhooks(installed: LocalCluster, kubectl: Kubectl) -> Iterator[Kubectl]:
     """This test's namespace, opted in, with unreachable copies of Sluicegate's webhooks."""
     ns = kubectl.namespace
-    # Objects stored before the webhooks exist, for the UPDATE cases. A Sluicegate already
-    # running on this cluster refuses Sluicegate's marks on pods in every namespace; its webhooks
+    # Objects stored before the webhooks exist, for the UPDATE cases. A Sluicegate running on
+    # the cluster would refuse Sluicegate's marks on pods in every namespace; its webhooks
     # skip only the gate controller's account, so the pods are stored as that account (with
     # the rights of system:masters, since the controller itself may not create pods).
     installed.kubectl(
