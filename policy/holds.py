@@ -132,7 +132,8 @@ class Holds:
         team = snapshot.teams.get(head.team) if head.team else None
         if team is not None:
             place(self.team.setdefault(team.name, {}), f"team {team.name}", team.max_running, team.quota)
-            if team.quota and exceeded(self.ledger.team_used.get(team.name, EMPTY), head.requests, team.quota):
+            used = self.ledger.team_used.get(team.name, EMPTY)
+            if team.quota and exceeded(used, head.requests, team.quota):
                 # Only its own team's work ending gives it room, and that frees as much of the
                 # cluster's at the same moment: holding the cluster's would stop other teams for
                 # nothing.
