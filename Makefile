@@ -40,9 +40,13 @@ helm: $(STAMP) ## build helm v3.22.0, which the chart's tests drive, into its ow
 prometheus: $(STAMP) ## build prometheus and promtool v0.316.0 into their own cache (the alert tests and MONITORING=1 need them)
 	$(BIN)/python -m controlplane build-prometheus
 
+.PHONY: operators
+operators: $(STAMP) ## build the Kubeflow training-operator v1.8.1 and KubeRay v1.5.0 into their own caches (only the operator e2e tests need them)
+	$(BIN)/python -m controlplane build-operators
+
 .PHONY: builds
-builds: $(STAMP) ## every binary the tests need (control plane, Kueue, helm, Prometheus), the missing ones built side by side
-	@$(MAKE) --no-print-directory -j4 binaries kueue helm prometheus
+builds: $(STAMP) ## every binary the tests need (control plane, Kueue, helm, Prometheus, the operators), the missing ones built side by side
+	@$(MAKE) --no-print-directory -j5 binaries kueue helm prometheus operators
 
 .PHONY: lint
 lint: $(STAMP) ## ruff

@@ -1,5 +1,5 @@
-"""``python -m controlplane {build,build-kueue,build-helm,build-prometheus,up,down,status}``: the
-local control plane.
+"""``python -m controlplane {build,build-kueue,build-helm,build-prometheus,build-operators,up,down,status}``:
+the local control plane.
 
 ``up --sluicegate`` (``make up``) also runs Sluicegate on it, and ``--monitoring``
 (``make up MONITORING=1``) a Prometheus scraping it with the alerts loaded; ``down`` stops all.
@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build-helm", help="build helm (the chart's tests use it) into its own cache, if missing")
     sub.add_parser("build-prometheus",
                    help="build prometheus and promtool (alert tests, MONITORING=1), if missing")
+    sub.add_parser("build-operators",
+                   help="build the training-operator and KubeRay (the operator e2e tests), if missing")
     up = sub.add_parser("up", help="start an empty cluster (stopping one already in --root)")
     up.add_argument("--nodes", type=int, default=4, help="fake GPU nodes (default: %(default)s)")
     up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node (default: %(default)s)")
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return _build(building.ensure_helm, "helm ready at")
     if args.command == "build-prometheus":
         return _build(building.ensure_prometheus, "prometheus and promtool ready in")
+    if args.command == "build-operators":
+        return _build(building.ensure_operators, "training-operator and kuberay-operator ready at")
     if args.command == "up":
         if args.nodes < 1 or args.gpus < 0:
             parser.error("--nodes must be at least 1 and --gpus at least 0")
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     return _status(args.root)
 
 
-def _build(ensure: Callable[[], Path], ready: str) -> int:
+def _build(ensure: Callable[[], Path | tuple[Path, ...]], ready: str) -> int:
     """Build what ``ensure`` builds, if missing; say where it is and how long it took."""
     started = time.monotonic()
     try:
@@ -120,7 +124,8 @@ def _build(ensure: Callable[[], Path], ready: str) -> int:
     except building.BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"{ready} {out} ({time.monotonic() - started:.0f}s)")
+    where = ", ".join(str(path) for path in out) if isinstance(out, tuple) else str(out)
+    print(f"{ready} {where} ({time.monotonic() - started:.0f}s)")
     return 0
 
 

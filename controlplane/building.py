@@ -13,6 +13,13 @@ Prometheus and promtool (``go/prometheus``), which the alert rule tests and the 
 use, are built likewise into a cache of their own (``ensure_prometheus``), without the UI assets
 and with every optional service discovery left out (``remove_all_sd``): Sluicegate's scrape uses
 static targets only, and the cloud SDKs those discoveries import would double the build.
+
+The operators whose workloads the e2e tests submit, the Kubeflow training-operator (PyTorchJob)
+and KubeRay's ray-operator (RayCluster, RayJob), are built each from its own module
+(``go/training-operator``, ``go/kuberay``: their Kubernetes libraries are years apart) into a
+cache directory of its own (``ensure_training_operator``, ``ensure_kuberay``,
+``ensure_operators`` for both); ``operator_source`` finds a module's manifests (CRDs, RBAC) in
+the Go module cache.
 """
 
 from __future__ import annotations
@@ -51,6 +58,13 @@ HELM_RECIPE = 1
 HELM_PACKAGE = "helm.sh/helm/v3"
 PROMETHEUS_MODULE = "prometheus"
 PROMETHEUS_PACKAGE = "github.com/prometheus/prometheus"
+TRAINING_OPERATOR_MODULE = "training-operator"
+TRAINING_OPERATOR_PACKAGE = "github.com/kubeflow/training-operator"
+KUBERAY_MODULE = "kuberay"
+KUBERAY_PACKAGE = "github.com/ray-project/kuberay/ray-operator"
+# The operators' own recipe number, in their cache keys only: bump it when the way they are
+# built changes.
+OPERATORS_RECIPE = 1
 # Prometheus's recipe number, in its cache key only: bump it when the way it is built changes.
 PROMETHEUS_RECIPE = 1
 # Without ``builtinassets`` the web UI is left out (the HTTP API stays); ``remove_all_sd`` keeps
@@ -288,12 +302,67 @@ def ensure_prometheus(progress: Progress | None = None) -> Path:
 
 def kueue_source() -> Path:
     """Kueue's module source in the Go module cache (its CRDs, webhooks and RBAC), fetched if absent."""
+    return _module_source(KUEUE_MODULE, KUEUE_PACKAGE)
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """One operator built apart: its wrapper module, its Go module, and the binary's name and package."""
+
+    module: str  # the directory under ``controlplane/go``
+    package: str  # the operator's Go module
+    binary: str
+    main: str  # the main package, inside ``package``
+
+    @property
+    def version(self) -> str:
+        return _required_version(self.module, self.package)
+
+    def bin_dir(self) -> Path:
+        digest = _modules_digest((self.module,), OPERATORS_RECIPE)
+        return cache_root() / self.module / f"{self.module}-{self.version}_{go_version()}_{digest}" / "bin"
+
+    def target(self) -> Target:
+        return Target(self.binary, self.module, self.main)
+
+
+TRAINING_OPERATOR = Operator(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_PACKAGE, "training-operator",
+                             f"{TRAINING_OPERATOR_PACKAGE}/cmd/training-operator.v1")
+# KubeRay's main package is its module's root.
+KUBERAY = Operator(KUBERAY_MODULE, KUBERAY_PACKAGE, "kuberay-operator", KUBERAY_PACKAGE)
+OPERATORS = (TRAINING_OPERATOR, KUBERAY)
+
+
+def ensure_operator(operator: Operator, progress: Progress | None = None) -> Path:
+    """Return the path of ``operator``'s binary, building it first when the cache lacks it."""
+    return _ensure_one(operator.target(), operator.version, operator.bin_dir(), progress)
+
+
+def ensure_training_operator(progress: Progress | None = None) -> Path:
+    return ensure_operator(TRAINING_OPERATOR, progress)
+
+
+def ensure_kuberay(progress: Progress | None = None) -> Path:
+    return ensure_operator(KUBERAY, progress)
+
+
+def ensure_operators(progress: Progress | None = None) -> tuple[Path, ...]:
+    """Both operators' binaries, one after the other (``make builds`` runs them beside the rest)."""
+    return tuple(ensure_operator(operator, progress) for operator in OPERATORS)
+
+
+def operator_source(operator: Operator) -> Path:
+    """The operator's module source in the Go module cache (its CRDs and RBAC), fetched if absent."""
+    return _module_source(operator.module, operator.package)
+
+
+def _module_source(module_dir: str, package: str) -> Path:
     go_version()  # a missing toolchain is reported plainly
-    cmd = ["go", "mod", "download", "-json", f"{KUEUE_PACKAGE}@{kueue_version()}"]
+    cmd = ["go", "mod", "download", "-json", f"{package}@{_required_version(module_dir, package)}"]
     env = dict(os.environ, GOFLAGS="-mod=readonly")
-    result = subprocess.run(cmd, cwd=GO_ROOT / KUEUE_MODULE, env=env, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=GO_ROOT / module_dir, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        raise BuildError(f"go mod download {KUEUE_PACKAGE} failed: {result.stderr.strip()}")
+        raise BuildError(f"go mod download {package} failed: {result.stderr.strip()}")
     return Path(json.loads(result.stdout)["Dir"])
 
 

@@ -16,6 +16,7 @@ import pytest
 from audit.connection import Credentials
 from controlplane.deploying import LocalSluicegate
 from controlplane.launching import LocalCluster
+from controlplane.operators import LocalOperator, kuberay, training_operator
 from controlplane.services import CONTROLLER, SERVICES
 from process import kubeyaml
 from tests.e2e.projects import Project
@@ -119,6 +120,22 @@ def sluicegate(cluster: LocalCluster) -> Iterator[LocalSluicegate]:
         yield local
     finally:
         local.down()
+
+
+@pytest.fixture(scope="session")
+def operators(cluster: LocalCluster) -> Iterator[dict[str, LocalOperator]]:
+    """The training-operator and KubeRay running beside the session's cluster, by process name,
+    started (and their binaries built, as ``make operators`` builds them) only when a test asks;
+    stopped at the end of the session."""
+    started: dict[str, LocalOperator] = {}
+    try:
+        for operator in (training_operator(cluster), kuberay(cluster)):
+            operator.start()
+            started[operator.name] = operator
+        yield started
+    finally:
+        for operator in started.values():
+            operator.stop()
 
 
 @pytest.fixture(scope="session")
