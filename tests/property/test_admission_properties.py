@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from policy import keys, marks
-from policy.admitting import is_managed
 from policy.catalog import Catalog
 from policy.creators import honours_stamp
+from policy.judging import is_managed
 from policy.model import Namespace
 from policy.patching import apply
 from policy.pods import Pod, Submitter
