@@ -56,6 +56,7 @@ from kube.reflecting import Change
 from kube.resources import PODS
 from kube.writing import Refused, Ungate, micro_time
 from policy import keys
+from policy.admitting import release_crowded
 from policy.catalog import Catalog
 from policy.dispatching import Decision, Orders, Turns, dispatch
 from policy.membership import Membership, membership
@@ -127,6 +128,9 @@ def _newer_or_same(have: str, want: str) -> bool:
 
 REFUSED: Final = "the API server refused to release it: "
 """How a ``ReleaseRefused`` message begins; the API server's words follow."""
+CANNOT_RELEASE: Final = "the API server would refuse to release it: "
+"""How a ``ReleaseRefused`` message begins when the controller knows the release cannot pass and
+does not try (``policy.admitting.release_crowded``)."""
 
 
 def _release_facts(managed: ManagedPod) -> tuple[object, ...]:
@@ -434,6 +438,8 @@ class GateController:
         stamp = MappingProxyType({keys.DISPATCHED_AT_ANNOTATION: micro_time(now)})
         released = []
         for w in decision.release:
+            if len(w.pods) > 1 and self._crowded(w, managed, stamp):
+                continue
             released.append(w.key)
             waited = now - w.created
             joins = " (pods joining their running group)" if w.joins else ""
@@ -445,6 +451,28 @@ class GateController:
                 if pod.gated and found is not None:
                     self._submit(found, w, stamp, mono, waited)
         return released
+
+    def _crowded(self, w: Workload, managed: Mapping[str, ManagedPod], stamp: Mapping[str, str]) -> bool:
+        """Whether the API server would refuse to release one of the pods of ``w``, a group, its
+        annotations grown since admission past the room for the stamp: then none of them is
+        released (a group released in part holds its GPUs for peers that never come), and each
+        such pod waits with ``ReleaseRefused`` until its annotations change. A workload of one pod
+        is simply tried: the API server's refusal says the same (``settled``)."""
+        crowded = False
+        for pod in w.pods:
+            found = managed.get(pod.uid)
+            why = release_crowded(pod.annotations, stamp) if pod.gated and found is not None else None
+            if found is None or why is None:
+                continue
+            crowded = True
+            words = f"{CANNOT_RELEASE}{why}"
+            if self.leading():
+                self.refusals[pod.uid] = (found, words)
+            log.warning("cannot release %s: %s; it waits until it changes", pod.key, words,
+                        extra={"fields": {"pod": pod.key, "queue": w.queue, "workload": w.key}})
+        if crowded:
+            self.queue.kick()  # decide again at once: what it was given goes to others
+        return crowded
 
     def _submit(
         self, found: ManagedPod, w: Workload, stamp: Mapping[str, str], mono: float, waited: float

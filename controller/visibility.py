@@ -43,6 +43,7 @@ from kube.authenticating import FrontProxy
 from kube.authorizing import Access
 from kube.resources import PENDING_PODS
 from policy.catalog import Catalog
+from policy.keys import Reason
 from policy.membership import Membership, membership
 from policy.model import Nodes, Snapshot
 from policy.ordering import Turns
@@ -72,6 +73,17 @@ RESOURCES: Final = APIResourceListJSON(
 )
 
 
+def refused_release(managed: ManagedPod) -> str | None:
+    """Why the API server refused to release this gated pod, as the leader's condition says
+    (``ReleaseRefused``); None when it did not. Only the leader saw the refusal, so its condition
+    is the record every replica reads, as the CLI does (``cli.standings.refusals``)."""
+    found = managed.condition
+    if managed.gates and found is not None and found.status == "False" \
+            and found.reason == Reason.RELEASE_REFUSED.value:
+        return found.message
+    return None
+
+
 def build_board(
     pods: Sequence[ManagedPod], catalog: Catalog, team_of: Mapping[str, str | None], now: float,
     nodes: Nodes | None, estimates: Estimates | None, version: int,
@@ -80,6 +92,7 @@ def build_board(
     built from: pure, run in a worker thread."""
     counting: list[Pod] = []
     left: list[Pod] = []
+    refusals: dict[str, str] = {}
     for managed in pods:
         pod = managed.pod
         standing = membership(pod, team_of.get(pod.namespace), marked=managed.marked)
@@ -87,7 +100,11 @@ def build_board(
             counting.append(pod)
         elif standing is Membership.LEFT_TEAM:
             left.append(pod)
-    snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(counting), now, nodes)
+        refused = refused_release(managed)
+        if refused is not None:
+            refusals[pod.uid] = refused
+    snapshot = Snapshot(catalog.queues, catalog.teams, catalog.policy, build_workloads(counting), now, nodes,
+                        refusals)
     # The round-robin turn lives in the leader's memory: from the first queue by name, as a
     # restarted controller starts.
     decision = decide(snapshot, Turns())

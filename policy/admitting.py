@@ -191,11 +191,28 @@ def _create_pod(
     return Admit(diff(pod, out), (*judgement.warnings, *_container_warnings(out, judgement.presets)))
 
 
+def annotation_bytes(annotations: Mapping[str, str]) -> int:
+    """Kubernetes' measure of a pod's annotations: the bytes of every key and value."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+
+
+def release_crowded(annotations: Mapping[str, str], stamp: Mapping[str, str]) -> str | None:
+    """Why the API server would refuse to release a pod with these annotations: the release
+    ``stamp`` would take them past Kubernetes' bound. Admission leaves room for it
+    (``_crowded``), but annotations may grow after admission, and such an update does not reach
+    the webhook. None when the stamp fits."""
+    size = annotation_bytes({**annotations, **stamp})
+    if size <= ANNOTATION_BYTES:
+        return None
+    return (f"metadata.annotations: {size} bytes with the release stamp, over the {ANNOTATION_BYTES} "
+            "Kubernetes allows: remove some annotations")
+
+
 def _crowded(annotations: Mapping[str, str]) -> Deny | None:
     """Refuse a pod whose annotations, with admission's stamps, leave the gate controller no room
     for its own (the release stamp, the hold's words): the API server would refuse those writes,
     and the pod could never be released nor say why it waits."""
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    size = annotation_bytes(annotations)
     if size <= ANNOTATION_BYTES_ADMITTED:
         return None
     return Deny(

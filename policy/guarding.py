@@ -32,7 +32,26 @@ from policy.fields import Obj
 from policy.model import Policy
 from policy.owners import ANY, Path, Pattern, at, shown, template_paths
 from policy.pods import Submitter
-from policy.reviews import OWNERS, POD, Admit, Decision, Deny, Operation, OwnerKind, Release, Request
+from policy.reviews import (
+    CRONJOB,
+    DEPLOYMENT,
+    JOB,
+    OWNERS,
+    POD,
+    RAYCLUSTER,
+    RAYJOB,
+    REPLICASET,
+    REPLICATIONCONTROLLER,
+    STATEFULSET,
+    Admit,
+    Decision,
+    Deny,
+    Kind,
+    Operation,
+    OwnerKind,
+    Release,
+    Request,
+)
 
 DEFAULT_POLICY: Final = Policy()
 
@@ -168,13 +187,27 @@ def _someone_elses(request: Request, row: OwnerKind) -> Deny | None:
     return Deny(
         f"{kind} {name} was submitted by {owner} (annotation {keys.SUBMITTER_ANNOTATION} on its pod "
         f"template) and only they may change what it runs or how much ({', '.join(changed)}): its "
-        f"pods run and count as {owner}'s; create a {kind} of your own instead. Anyone allowed to "
-        f"edit it may still suspend it (spec.{SUSPEND}: true){scaled}"
+        f"pods run and count as {owner}'s; create a {kind} of your own instead.{_brake(request.kind, scaled)}"
     )
+
+
+def _brake(kind: Kind, scaled: str) -> str:
+    """What the refusal tells anyone allowed to edit an object of ``kind`` they may still do to
+    stop its pods: suspend it, where its kind has ``spec.suspend``; scale it to zero, where it
+    has the scale subresource and no ``spec.suspend``; else nothing."""
+    if kind in SUSPENDED:
+        return f" Anyone allowed to edit it may still suspend it (spec.{SUSPEND}: true){scaled}"
+    if kind in SCALED:
+        return " Anyone allowed to edit it may still scale it to zero (kubectl scale --replicas=0)"
+    return ""
 
 
 SUSPEND = "suspend"
 """The one field of a Job's or CronJob's spec anyone may set (to true): the emergency brake."""
+SUSPENDED: Final = frozenset({JOB, CRONJOB, RAYCLUSTER, RAYJOB})
+"""The owner kinds with ``spec.suspend``."""
+SCALED: Final = frozenset({DEPLOYMENT, REPLICASET, STATEFULSET, REPLICATIONCONTROLLER})
+"""The owner kinds without ``spec.suspend`` whose replicas the scale subresource sets."""
 
 
 def owner_changes(

@@ -3,7 +3,9 @@
 A queue's *head* is its first waiting workload (in queue order, whole groups only) that could
 run now but for shared capacity: it is not impossible, its own queue has room for it, its
 workflow can launch more and its team's ``maxRunning`` has room. Only a head holds, so a head
-held back by its own workflow, its team's count or a paused or full queue holds nothing.
+held back by its own workflow, its team's count or a paused or full queue holds nothing. A head
+short of its team's quota holds within its team only: what gives it room (its team's own work
+ending) frees as much of the cluster's at once, so other teams keep the cluster's capacity.
 
 A head holds what it needs from each scope it belongs to, for as long as it waits: in its
 workflow, its queue, its team and the cluster, the last free slot of a count limit, and of a
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policy.model import Snapshot, Workload
-from policy.quantities import Resources
+from policy.quantities import EMPTY, Resources, exceeded
 from policy.usage import Ledger
 
 SLOT = ""
@@ -130,6 +132,13 @@ class Holds:
         team = snapshot.teams.get(head.team) if head.team else None
         if team is not None:
             place(self.team.setdefault(team.name, {}), f"team {team.name}", team.max_running, team.quota)
+            used = self.ledger.team_used.get(team.name, EMPTY)
+            if team.quota and exceeded(used, head.requests, team.quota):
+                # Only its own team's work ending gives it room, and that frees as much of the
+                # cluster's at the same moment: holding the cluster's would stop other teams for
+                # nothing.
+                self._any = True
+                return
         policy = snapshot.policy
         place(self.cluster, "cluster", policy.max_running, policy.quota)
         self._any = True

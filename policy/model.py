@@ -178,6 +178,8 @@ DEFAULT_TRUSTED_CONTROLLERS = (
     "system:serviceaccount:kube-system:deployment-controller",
     "system:serviceaccount:kube-system:replicaset-controller",
     "system:serviceaccount:kube-system:statefulset-controller",
+    "system:serviceaccount:kube-system:replication-controller",
+    "system:serviceaccount:kube-system:daemon-set-controller",
 )
 DEFAULT_OPERATOR_ACCOUNTS: Final[Mapping[str, str]] = MappingProxyType({
     "pytorchjobs.kubeflow.org": keys.TRAINING_OPERATOR,

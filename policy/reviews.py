@@ -87,6 +87,8 @@ CRONJOB: Final = Kind("batch", "v1", "CronJob")
 DEPLOYMENT: Final = Kind("apps", "v1", "Deployment")
 REPLICASET: Final = Kind("apps", "v1", "ReplicaSet")
 STATEFULSET: Final = Kind("apps", "v1", "StatefulSet")
+DAEMONSET: Final = Kind("apps", "v1", "DaemonSet")
+REPLICATIONCONTROLLER: Final = Kind("", "v1", "ReplicationController")
 
 
 PYTORCHJOB: Final = Kind("kubeflow.org", "v1", "PyTorchJob")
@@ -146,6 +148,14 @@ OWNERS: Final[Mapping[Kind, OwnerKind]] = MappingProxyType({
     ),
     STATEFULSET: OwnerKind(
         _TEMPLATE, POD, frozenset({keys.STATEFULSET_CONTROLLER, keys.CONTROLLER_MANAGER})
+    ),
+    # The older kinds that create pods from spec.template too: without a row their pods would be
+    # judged, and charged, as the controller's own account.
+    DAEMONSET: OwnerKind(
+        _TEMPLATE, POD, frozenset({keys.DAEMONSET_CONTROLLER, keys.CONTROLLER_MANAGER})
+    ),
+    REPLICATIONCONTROLLER: OwnerKind(
+        _TEMPLATE, POD, frozenset({keys.REPLICATION_CONTROLLER, keys.CONTROLLER_MANAGER})
     ),
     # The training operator creates each replica's pod from its type's template (labels
     # training.kubeflow.org/job-name, replica-type, replica-index), owned by the PyTorchJob.

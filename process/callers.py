@@ -161,7 +161,8 @@ def guard(
         except KubeError as e:
             raise Refused(503, f"cannot ask the API server who is calling: {e}") from e
         if identity is None:
-            log.info("refused a bearer token the API server does not accept, from %s", request.remote)
+            # Anyone who reaches the port can send these: at info they would fill the log.
+            log.debug("refused a bearer token the API server does not accept, from %s", request.remote)
             raise Refused(401, "the API server does not accept this bearer token")
         return identity
 
@@ -174,7 +175,7 @@ def guard(
         except KubeError as e:
             raise Refused(503, f"cannot ask the API server whether {identity.user} may {access}: {e}") from e
         if not allowed:
-            log.info("refused %s %s: %s (%s) may not %s", request.method, request.path, identity.user,
+            log.debug("refused %s %s: %s (%s) may not %s", request.method, request.path, identity.user,
                      identity.via, access)
             raise Refused(403, f'user "{identity.user}" may not {access}')
 

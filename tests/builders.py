@@ -490,9 +490,13 @@ class MakeJob(_Builder):
         )
 
 
+def _api_version(kind: str) -> str:
+    return "v1" if kind == "ReplicationController" else "apps/v1"
+
+
 class MakeDeployment(_Builder):
-    """An apps/v1 Deployment of ``replicas`` pods of ``template``; with ``kind`` a StatefulSet or
-    a ReplicaSet of the same shape."""
+    """An apps/v1 Deployment of ``replicas`` pods of ``template``; with ``kind`` a StatefulSet, a
+    ReplicaSet, a DaemonSet or a (v1) ReplicationController of the same shape."""
 
     def __init__(
         self,
@@ -508,7 +512,7 @@ class MakeDeployment(_Builder):
         shaped.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
         super().__init__(
             {
-                "apiVersion": "apps/v1",
+                "apiVersion": _api_version(kind),
                 "kind": kind,
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": shaped},
@@ -532,7 +536,7 @@ class MakeDeployment(_Builder):
             "name": pod_name,
             "namespace": obj["metadata"]["namespace"],
             "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": obj["kind"], "name": obj["metadata"]["name"],
+                {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
                  "uid": f"uid-{obj['metadata']['name']}", "controller": True}
             ],
         }

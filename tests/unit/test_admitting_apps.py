@@ -17,7 +17,17 @@ import pytest
 from policy import keys
 from policy.patching import apply
 from policy.pods import Submitter
-from policy.reviews import DEPLOYMENT, POD, REPLICASET, STATEFULSET, Admit, Deny, Kind
+from policy.reviews import (
+    DAEMONSET,
+    DEPLOYMENT,
+    POD,
+    REPLICASET,
+    REPLICATIONCONTROLLER,
+    STATEFULSET,
+    Admit,
+    Deny,
+    Kind,
+)
 from tests.admission_world import SLUICEGATE, run, vision_catalog, written_by_sluicegate
 from tests.builders import MakeDeployment, MakePod, MakePolicy, create, update
 
@@ -47,7 +57,8 @@ def stamp(obj: dict[str, Any]) -> Submitter | None:
 # --- CREATE: refused at kubectl apply, stamped when admitted -------------------------------
 
 
-@pytest.mark.parametrize("kind", [DEPLOYMENT, STATEFULSET, REPLICASET], ids=lambda k: k.kind)
+@pytest.mark.parametrize("kind", [DEPLOYMENT, STATEFULSET, REPLICASET, DAEMONSET, REPLICATIONCONTROLLER],
+                         ids=lambda k: k.kind)
 def test_a_queue_the_user_may_not_use_is_refused_at_the_objects_create(kind: Kind) -> None:
     decision = run(create(notebook("prod-train", kind=kind.kind).obj(), "alice", kind=kind))
     assert isinstance(decision, Deny)
@@ -79,6 +90,23 @@ def test_a_statefulsets_pods_run_as_the_person_who_applied_it() -> None:
     pod = MakeDeployment(stored["spec"]["template"], name="nb", kind="StatefulSet").replica("nb-0")
     decided = admitted(pod, STATEFULSET_CONTROLLER, "system:serviceaccounts", kind=POD)
     assert Submitter.from_annotation(decided["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]) == ALICE
+
+
+@pytest.mark.parametrize(
+    ("kind", "controller"),
+    [(DAEMONSET, keys.DAEMONSET_CONTROLLER), (REPLICATIONCONTROLLER, keys.REPLICATION_CONTROLLER)],
+    ids=lambda k: getattr(k, "kind", ""),
+)
+def test_a_daemonsets_or_replicationcontrollers_pods_run_and_count_as_the_person_who_applied_it(
+    kind: Kind, controller: str
+) -> None:
+    """Without their rows these pods were judged, and charged, as the controller's own account."""
+    stored = admitted(notebook(kind=kind.kind).obj(), "alice", "vision-devs", kind=kind)
+    assert stamp(stored) == ALICE
+    pod = MakeDeployment(stored["spec"]["template"], name="nb", kind=kind.kind).replica("nb-x")
+    decided = admitted(pod, controller, "system:serviceaccounts", kind=POD)
+    assert Submitter.from_annotation(decided["metadata"]["annotations"][keys.SUBMITTER_ANNOTATION]) == ALICE
+    assert decided["spec"]["schedulingGates"] == [{"name": keys.GATE}]
 
 
 @pytest.mark.parametrize(
@@ -157,6 +185,9 @@ def test_someone_else_may_not_change_a_stamped_deployments_template_or_replicas(
         decision = run(update(deployment, new, "bob", kind=DEPLOYMENT))
         assert isinstance(decision, Deny)
         assert decision.message.startswith("Deployment nb was submitted by user alice")
+        # A Deployment has no spec.suspend: its brake is the scale subresource.
+        assert decision.message.endswith("may still scale it to zero (kubectl scale --replicas=0)")
+        assert "suspend" not in decision.message
 
 
 def test_the_deployment_controller_scales_a_stamped_replicaset_during_a_rollout() -> None:

@@ -239,13 +239,38 @@ async def test_a_no_node_fits_message_follows_the_nodes_and_the_queues_pool_as_t
     assert world.released() == set()
 
 
-def crowded(name: str, room: int, created: float = 0.0) -> MakePod:
-    """A gated pod whose annotations leave ``room`` bytes under the API server's 256 KiB: too
-    few for the release stamp when small (its user grew them after admission)."""
+def crowded(name: str, room: int, created: float = 0.0, group: str = "") -> MakePod:
+    """A gated pod (of pod group ``group`` of 2, if named) whose annotations leave ``room`` bytes
+    under the API server's 256 KiB: too few for the release stamp when small (its user grew them
+    after admission)."""
     pod = gated_pod(name, created=created)
+    if group:
+        pod = pod.group(group, 2)
     notes = pod.obj()["metadata"]["annotations"]
     used = sum(len(k.encode()) + len(v.encode()) for k, v in notes.items())
     return pod.annotation("notes", "x" * (ANNOTATION_BYTES - used - len("notes") - room))
+
+
+async def test_a_group_with_a_member_whose_release_cannot_pass_is_not_released_in_part(world: World) -> None:
+    """A group runs together or not at all: when one member's annotations have grown past the room
+    for the release stamp, the controller releases neither (the other would hold its GPUs for a
+    peer that never comes); both wait, the crowded one saying why; trimmed, both go."""
+    world.catalog = queue_of(2)
+    world.submit(crowded("gang-a", room=20, group="gang"), gated_pod("gang-b", created=1).group("gang", 2))
+    for _ in range(3):
+        await cycle(world)
+    assert world.released() == set()
+    assert world.api.writes["gate", "gang-a"] == 0 and world.api.writes["gate", "gang-b"] == 0
+    reason, message = said(world, "gang-a")
+    assert reason == "ReleaseRefused"
+    assert message.startswith("pod gang-a: the API server would refuse to release it: metadata.annotations: ")
+    assert message.endswith(f"over the {ANNOTATION_BYTES} Kubernetes allows: remove some annotations")
+
+    world.api.pod(NS, "gang-a")["metadata"]["annotations"]["notes"] = "x"  # its user trims them
+    world.api.version += 1
+    await cycle(world)
+    await cycle(world)
+    assert world.released() == {"gang-a", "gang-b"}
 
 
 async def test_a_pod_whose_release_the_api_server_refuses_waits_saying_why_and_blocks_nothing(

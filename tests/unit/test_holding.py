@@ -48,6 +48,19 @@ HOLDS = [
         waiting={"big": BIG_SHORT},
     ),
     Case(
+        "a head short of its own team's quota holds nothing of the cluster's from other teams",
+        [
+            running("r0", queue="high").gpus(6),
+            gated("big", queue="high").gpus(4),
+            gated("other", queue="low", team="nlp").gpus(4),
+        ],
+        queues=HIGH_LOW,
+        teams=[MakeTeam("vision").quota(gpus=8)],
+        policy=MakePolicy().quota(gpus=12),
+        released=["other"],
+        waiting={"big": BIG_SHORT},
+    ),
+    Case(
         "a hold covers only the resources the head is short of",
         [
             running("r0", queue="high").gpus(6),

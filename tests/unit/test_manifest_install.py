@@ -208,6 +208,8 @@ def test_the_stamp_checks_are_sent_only_what_carries_or_changes_the_submitter_st
 
 
 def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -> None:
+    apps = [(["apps"], ["deployments", "replicasets", "statefulsets", "daemonsets"], ["CREATE", "UPDATE"]),
+            ([""], ["replicationcontrollers"], ["CREATE", "UPDATE"])]
     operators = [(["kubeflow.org"], ["pytorchjobs"], ["CREATE", "UPDATE"]),
                  (["ray.io"], ["rayclusters", "rayjobs"], ["CREATE", "UPDATE"])]
     rules = {w["name"]: [(r["apiGroups"], r["resources"], r["operations"]) for r in w["rules"]]
@@ -221,10 +223,8 @@ def test_the_webhooks_intercept_pods_jobs_cronjobs_and_apps_owners_as_agreed() -
         "jobs.validate.sluicegate.dev": [(["batch"], ["jobs"], ["CREATE", "UPDATE"])],
         "cronjobs.validate.sluicegate.dev": [(["batch"], ["cronjobs"], ["CREATE", "UPDATE"])],
         ELSEWHERE: [([""], ["pods"], ["CREATE", "UPDATE"]), ([""], ["pods/status"], ["UPDATE"])],
-        "apps.mutate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
-                                        ["CREATE", "UPDATE"])],
-        "apps.validate.sluicegate.dev": [(["apps"], ["deployments", "replicasets", "statefulsets"],
-                                          ["CREATE", "UPDATE"])],
+        "apps.mutate.sluicegate.dev": apps,
+        "apps.validate.sluicegate.dev": apps,
         OPERATORS_MUTATE: operators,
         "operators.validate.sluicegate.dev": operators,
     }

@@ -4,12 +4,13 @@ estimates, and who may read what (the front proxy's user, asked again of the API
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.managed import ManagedPod
+from controller.managed import Dispatched, ManagedPod
 from controller.pending import NOT_ESTIMATED, RELEASING_MESSAGE, Board, board
 from controller.visibility import Viewer, build_app, build_board
 from kube.authenticating import Identity
@@ -143,6 +144,17 @@ def test_the_board_from_the_cache_is_the_decision_on_the_pods_that_count() -> No
                        {"vision-research": "vision", "nlp-research": "vision"}, T0 + 60, None,
                        None, 1)[0]
     assert places(made.namespace("vision-research")) == places(board_of(pods).namespace("vision-research"))
+
+
+def test_a_pod_whose_release_the_api_server_refused_says_so_as_its_condition_does() -> None:
+    refused = "the API server refused to release it: metadata.annotations: Too long"
+    pods = [ManagedPod(p.model()) for p in lined_up()]
+    pods[1] = dataclasses.replace(pods[1], gates=("sluicegate.dev/gate",),
+                                  condition=Dispatched("False", "ReleaseRefused", refused))
+    made = build_board(pods, catalog(), {"vision-research": "vision", "nlp-research": "vision"},
+                       T0 + 60, None, None, 1)[0]
+    shown = {i["metadata"]["name"]: i for i in made.namespace("vision-research")}
+    assert (shown["trial-1"]["reason"], shown["trial-1"]["message"]) == ("ReleaseRefused", refused)
 
 
 def test_a_pod_of_a_namespace_that_left_its_team_is_shown_without_a_place() -> None:
