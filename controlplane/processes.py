@@ -13,9 +13,12 @@ import os
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -260,3 +263,44 @@ def stop(root: Path) -> list[str]:
     layout.state.unlink(missing_ok=True)
     networks.remove(layout.root)
     return [name for name, _ in order]
+
+
+def wait_ready(proc: subprocess.Popen[bytes] | None, name: str, log: Path, what: str,
+               ready: Callable[[], bool], seconds: float, error: type[Exception]) -> None:
+    """Wait until ``ready()`` for a process started beside the cluster (Kueue, an operator);
+    ``error`` names it, with the end of its ``log``, when it exits first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc is None or proc.poll() is not None:
+            code = proc.returncode if proc else None
+            raise error(f"{name} exited with code {code} while waiting for {what}; "
+                        f"last lines of {log}:\n{log_tail(log)}")
+        if ready():
+            return
+        time.sleep(0.2)
+    raise error(f"{name}: {what} not ready after {seconds:.0f}s; last lines of {log}:\n{log_tail(log)}")
+
+
+def answers_ready(port: int) -> bool:
+    """Whether a controller-runtime manager's health port on loopback answers ``/readyz`` 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def stop_process(root: Path, name: str, proc: subprocess.Popen[bytes] | None) -> None:
+    """Stop a process started beside the cluster (SIGTERM to its group, SIGKILL after
+    ``STOP_SECONDS``) and forget it in the cluster's state."""
+    if proc is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    forget(root, name)

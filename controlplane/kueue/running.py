@@ -14,15 +14,11 @@ CAP_SYS_ADMIN), which this machine's test runs have.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +30,7 @@ from controlplane.kueue import manifests
 from controlplane.kueue.manifests import ClientLimits, Endpoints
 from controlplane.kueue.queues import KueueCohort, KueueQueue, policy_objects
 from controlplane.launching import READY_SECONDS, LocalCluster
-from controlplane.processes import STOP_SECONDS, forget, free_port, log_tail, record
+from controlplane.processes import answers_ready, free_port, log_tail, record, stop_process, wait_ready
 from process import kubeyaml
 
 Progress = Callable[[str], None]
@@ -152,25 +148,10 @@ class Kueue:
         record(self.cluster.layout.root, NAME, self._proc.pid)
 
     def _wait(self, what: str, ready: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                code = self._proc.returncode if self._proc else None
-                raise KueueError(f"kueue exited with code {code} while waiting for {what}; "
-                                 f"last lines of {self.log}:\n{log_tail(self.log)}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise KueueError(f"kueue: {what} not ready after {seconds:.0f}s; last lines of {self.log}:\n"
-                         f"{log_tail(self.log)}")
+        wait_ready(self._proc, "kueue", self.log, what, ready, seconds, KueueError)
 
     def _ready(self) -> bool:
-        try:
-            url = f"http://127.0.0.1:{self.endpoints.health}/readyz"
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bool(response.status == 200)
-        except (OSError, urllib.error.URLError):
-            return False
+        return answers_ready(self.endpoints.health)
 
     def _webhooks_answer(self) -> bool:
         probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -210,17 +191,7 @@ class Kueue:
         if self.cluster.layout.state.exists():
             self.cluster.kubectl("delete", "--ignore-not-found", *names, check=False)
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        forget(self.cluster.layout.root, NAME)
+        stop_process(self.cluster.layout.root, NAME, proc)
 
     def __enter__(self) -> Kueue:
         self.start()

@@ -18,15 +18,11 @@ the cluster's CA and the operator's kubeconfig (the cluster's own directory may 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +32,7 @@ from controlplane import building
 from controlplane.launching import READY_SECONDS, LocalCluster
 from controlplane.operators import manifests
 from controlplane.operators.manifests import KUBERAY, TRAINING_OPERATOR, Endpoints, Shape
-from controlplane.processes import STOP_SECONDS, forget, free_port, log_tail, record
+from controlplane.processes import answers_ready, free_port, record, stop_process, wait_ready
 from process import kubeyaml
 
 Progress = Callable[[str], None]
@@ -146,25 +142,10 @@ class LocalOperator:
         record(self.cluster.layout.root, self.name, self._proc.pid)
 
     def _wait(self, what: str, ready: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                code = self._proc.returncode if self._proc else None
-                raise OperatorError(f"{self.name} exited with code {code} while waiting for {what}; "
-                                    f"last lines of {self.log}:\n{log_tail(self.log)}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise OperatorError(f"{self.name}: {what} not ready after {seconds:.0f}s; last lines of {self.log}:\n"
-                            f"{log_tail(self.log)}")
+        wait_ready(self._proc, self.name, self.log, what, ready, seconds, OperatorError)
 
     def _ready(self) -> bool:
-        try:
-            url = f"http://127.0.0.1:{self.endpoints.health}/readyz"
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bool(response.status == 200)
-        except (OSError, urllib.error.URLError):
-            return False
+        return answers_ready(self.endpoints.health)
 
     # --- stopping -------------------------------------------------------------------------
 
@@ -172,17 +153,7 @@ class LocalOperator:
         """Stop the process (SIGTERM, SIGKILL after a grace period). Its CRDs and the objects
         it made stay: the cluster goes with them."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        forget(self.cluster.layout.root, self.name)
+        stop_process(self.cluster.layout.root, self.name, proc)
 
     def __enter__(self) -> LocalOperator:
         self.start()
