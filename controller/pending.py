@@ -1,14 +1,14 @@
 """What the visibility API serves: every waiting pod, where it stands in its queue and why.
 
 Pure: a ``Board`` is built from one Snapshot, the dispatch decision taken on it, the pods held
-because their namespace left their team, and the start estimates (none until the estimator
-exists); the aiohttp application (``controller.visibility``) only reads it. Each item is one
-gated pod:
+because their namespace left their team or their DRA claims changed, and the start estimates
+(none until the estimator exists); the aiohttp application (``controller.visibility``) only
+reads it. Each item is one gated pod:
 
 - ``queue``, ``team``, ``workload`` (the workload's key: a pod, or ``ns/group``);
 - ``position``: the workload's place, 1-based, among the workloads still waiting in its queue
   (the decision's ``Wait.position``); absent for a pod the decision releases now and for one
-  held outside dispatch (``NamespaceLeftTeam``);
+  held outside dispatch (``NamespaceLeftTeam``, ``ClaimsChanged``);
 - ``workloadsAhead``: how many workloads of its queue go first: those released now, then those
   before it in line;
 - ``reason`` and ``message``: the Dispatched condition the controller writes
@@ -139,9 +139,11 @@ def board(
     estimates: Mapping[str, Estimate] | None = None,
     *,
     version: int = 0,
+    claims_changed: Iterable[tuple[Pod, str]] = (),
 ) -> Board:
     """The board of one decision: ``estimates`` by workload key (a workload without one has
-    no ``expectedStart``)."""
+    no ``expectedStart``); ``left_team`` and ``claims_changed`` (with the controller's message)
+    are held before dispatch, without a position."""
     estimates = estimates or {}
     by_key = {w.key: w for w in snapshot.workloads}
     released: dict[str, int] = {}
@@ -169,6 +171,10 @@ def board(
             rows.append(((level(pod.queue), pod.queue, 2**62, pod.key),
                          _item(pod, pod.queue, pod.team, pod.key, None, 0,
                                keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod), None)))
+    for pod, message in sorted(claims_changed, key=lambda pair: pair[0].key):
+        rows.append(((level(pod.queue), pod.queue, 2**62, pod.key),
+                     _item(pod, pod.queue, pod.team, pod.key, None, 0,
+                           keys.Reason.CLAIMS_CHANGED.value, message, None)))
     rows.sort(key=lambda row: row[0])
     by_namespace: dict[str, list[PendingPodJSON]] = {}
     by_queue: dict[str, list[PendingPodJSON]] = {}

@@ -41,7 +41,7 @@ from kube.authorizing import Access
 from kube.resources import PENDING_PODS
 from policy.catalog import Catalog
 from policy.dispatching import Decision
-from policy.membership import Membership, membership
+from policy.membership import Membership, held_for_claims, membership
 from policy.model import Nodes, Snapshot
 from policy.ordering import Turns
 from policy.pods import Pod
@@ -90,10 +90,13 @@ def build_board(
     """One board, from what the cache held: pure, run in a worker thread."""
     counting: list[Pod] = []
     left: list[Pod] = []
+    changed: list[tuple[Pod, str]] = []
     for managed in pods:
         pod = managed.pod
         standing = membership(pod, team_of.get(pod.namespace), marked=managed.marked)
-        if standing is Membership.COUNTS:
+        if standing is Membership.COUNTS and held_for_claims(pod):
+            changed.append((pod, managed.condition.message if managed.condition is not None else ""))
+        elif standing is Membership.COUNTS:
             counting.append(pod)
         elif standing is Membership.LEFT_TEAM:
             left.append(pod)
@@ -101,7 +104,8 @@ def build_board(
     # The round-robin turn lives in the leader's memory: from the first queue by name, as a
     # restarted controller starts.
     decision = decide(snapshot, Turns())
-    return board(snapshot, decision, left, estimate(snapshot, decision), version=version)
+    return board(snapshot, decision, left, estimate(snapshot, decision), version=version,
+                 claims_changed=changed)
 
 
 class Viewer:

@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
+from cli.standings import sort_pods
 from controller.managed import managed_pod
+from controller.pending import board
 from policy import keys
 from policy.catalog import Catalog
 from policy.devices import PodClaims, claims_changed
-from tests.builders import MakePod, MakePolicy, MakeQueue, MakeTeam
+from policy.dispatching import dispatch
+from tests.builders import MakePod, MakePolicy, MakeQueue, MakeTeam, snapshot
 from tests.unit.test_gate_controller import NS, World, gated_pod
 
 GPU = keys.GPU_RESOURCE
@@ -134,3 +137,19 @@ async def test_a_group_with_a_pod_whose_claim_grew_is_not_released(
     assert world.released() == set()
     reasons = {name: (world.api.condition(NS, name) or {}).get("reason") for name in ("a", "b")}
     assert reasons == {"a": "ClaimsChanged", "b": "GroupIncomplete"}
+
+
+def test_the_cli_and_the_visibility_api_take_the_controllers_word_on_changed_claims() -> None:
+    """Only the controller watches claims: a pod it holds with ``ClaimsChanged`` is held, with
+    its message, in what the CLI and the visibility API work out again, never about to go."""
+    words = "its DRA claims are not what was counted when it was admitted: ..."
+    pod = gated_pod("p0").claim("g", claim="big-a").devices(**{"big-a": {GPU: 1}}).held(
+        "ClaimsChanged", words)
+    sorted_pods = sort_pods([pod.obj()], {NS: "vision"})
+    assert sorted_pods.counting == ()
+    assert [(p.name, m) for p, m in sorted_pods.claims_changed] == [("p0", words)]
+
+    made = snapshot([])
+    shown = board(made, dispatch(made), claims_changed=[(pod.model(), words)])
+    assert [(i["metadata"]["name"], i["reason"], i["message"]) for i in shown.namespace(NS)] == [
+        ("p0", "ClaimsChanged", words)]
