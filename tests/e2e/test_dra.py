@@ -208,13 +208,31 @@ def test_a_claim_made_from_a_template_made_again_asking_for_8_never_lets_its_pod
         statuses = scene.get("pod", "grp-t", namespace)["status"].get("resourceClaimStatuses") or []
         return next((s.get("resourceClaimName") for s in statuses if s.get("name") == "g"), None)
 
-    name = eventually(made, "Kubernetes to make the pod's claim from its template")
+    eventually(made, "Kubernetes to make the pod's claim from its template")
     pod = scene.get("pod", "grp-t", namespace)
-    scene.kubectl("delete", "resourceclaim", name, "-n", namespace, "--wait=true")
     owner = {"apiVersion": "v1", "kind": "Pod", "name": "grp-t", "uid": pod["metadata"]["uid"],
              "controller": True, "blockOwnerDeletion": True}
-    scene.create(resource_claim(namespace, name, 8, annotations={POD_CLAIM_NAME: "g"},
-                                ownerReferences=[owner]))
+
+    def swapped() -> bool:
+        """The claim the pod's status names is one made by hand asking for 8. Kubernetes makes
+        a deleted claim again (under a new name it writes in the pod's status): delete and make
+        it again until the hand-made one comes first, as a user racing it would."""
+        name = made()
+        if name is None:
+            return False
+        found = scene.cluster.kubectl("get", "resourceclaim", name, "-n", namespace, "-o", "json",
+                                      check=False)
+        if found.returncode == 0:
+            requests = json.loads(found.stdout)["spec"]["devices"]["requests"]
+            if requests[0]["exactly"].get("count") == 8:
+                return True
+            scene.kubectl("delete", "resourceclaim", name, "-n", namespace, "--wait=true")
+        forged = resource_claim(namespace, name, 8, annotations={POD_CLAIM_NAME: "g"},
+                                ownerReferences=[owner])
+        scene.cluster.kubectl("create", "-f", "-", input=json.dumps(forged), check=False)
+        return False
+
+    eventually(swapped, "the pod's claim to be one made by hand asking for 8")
     scene.create(claiming_pod(scene, namespace, "grp-u", queue, "g2", g={"resourceClaimName": "big-b"}))
 
     claims_changed(scene, namespace, "grp-t",
