@@ -29,7 +29,7 @@ from policy.dispatching import Decision, dispatch
 from policy.fields import InvalidObject, Obj
 from policy.inventory import Inventory
 from policy.marks import counts_for_dispatch
-from policy.membership import Membership, left_team_message, membership
+from policy.membership import Membership, held_for_claims, left_team_message, membership
 from policy.model import Namespace, Snapshot, State, Workload
 from policy.placing import Node
 from policy.pods import Pod
@@ -197,6 +197,8 @@ class Sorted:
     counting: tuple[Pod, ...]
     left_team: tuple[Pod, ...]
     unreadable: tuple[str, ...] = ()
+    claims_changed: tuple[tuple[Pod, str], ...] = ()
+    """Gated pods the controller holds because their DRA claims changed, with its message."""
 
 
 def sort_pods(pods: Iterable[Obj], teams: Mapping[str, str]) -> Sorted:
@@ -205,6 +207,7 @@ def sort_pods(pods: Iterable[Obj], teams: Mapping[str, str]) -> Sorted:
     counting: list[Pod] = []
     left: list[Pod] = []
     unreadable: list[str] = []
+    changed: list[tuple[Pod, str]] = []
     for obj in pods:
         try:
             pod = Pod.parse(obj)
@@ -214,11 +217,13 @@ def sort_pods(pods: Iterable[Obj], teams: Mapping[str, str]) -> Sorted:
         if pod.terminal:
             continue
         standing = membership(pod, teams.get(pod.namespace), marked=counts_for_dispatch(pod))
-        if standing is Membership.COUNTS:
+        if standing is Membership.COUNTS and held_for_claims(pod):
+            changed.append((pod, (_dispatched(obj) or ("", "", ""))[2]))
+        elif standing is Membership.COUNTS:
             counting.append(pod)
         elif standing is Membership.LEFT_TEAM:
             left.append(pod)
-    return Sorted(tuple(counting), tuple(left), tuple(unreadable))
+    return Sorted(tuple(counting), tuple(left), tuple(unreadable), tuple(changed))
 
 
 def stand(seen: Observation) -> Standing:
@@ -279,7 +284,7 @@ def from_conditions(seen: Observation) -> tuple[Entry, ...]:
     pods = sort_pods(seen.pods, namespace_teams(seen.namespaces))
     held: list[Entry] = []
     unplaceable: list[Entry] = []
-    for pod in (*pods.counting, *pods.left_team):
+    for pod in (*pods.counting, *pods.left_team, *(p for p, _ in pods.claims_changed)):
         gpus = sum(pod.requests.get(r, 0) for r in resources) // 1000
         workflow = f"{pod.namespace}/{pod.workflow}" if pod.workflow else ""
         waited = max(0.0, seen.now - pod.created)
@@ -456,6 +461,8 @@ def _entries(snapshot: Snapshot, decision: Decision, pods: Sorted) -> tuple[Entr
     # Held before dispatch, so without a position: their namespace left the team they count for.
     left = [alone(pod, HELD, keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod))
             for pod in sorted(pods.left_team, key=lambda p: p.key)]
+    left += [alone(pod, HELD, keys.Reason.CLAIMS_CHANGED.value, message)
+             for pod, message in sorted(pods.claims_changed, key=lambda pair: pair[0].key)]
     unplaceable = [alone(pod, UNPLACEABLE_STATE, keys.DISPATCHED_REASON, keys.UNPLACEABLE + pod.unschedulable)
                    for pod in sorted(pods.counting, key=lambda p: p.key)
                    if not pod.gated and not pod.node_name and pod.unschedulable]

@@ -25,6 +25,7 @@ from __future__ import annotations
 from controller.managed import Dispatched, ManagedPod
 from kube.writing import Condition, PodEvent
 from policy import keys
+from policy.devices import claims_changed_message
 from policy.membership import left_team_message
 from policy.pods import Pod
 
@@ -38,6 +39,12 @@ def outside_team(pod: Pod) -> Condition:
     """A gated pod whose namespace no longer opts in to the team admission stamped on it: it is
     not released until the namespace does again, or the pod is recreated (``policy.membership``)."""
     return Condition("False", keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod))
+
+
+def claims_changed(why: str) -> Condition:
+    """A gated pod whose DRA claims ask for more than admission counted (``why``,
+    ``policy.devices.claims_changed``): it is not released while they do."""
+    return Condition("False", keys.Reason.CLAIMS_CHANGED.value, claims_changed_message(why))
 
 
 def dispatched(queue: str) -> Condition:

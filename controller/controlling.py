@@ -54,11 +54,13 @@ from controller.snapshots import SnapshotBuilder
 from kube.connecting import Connection, KubeError
 from kube.reflecting import Change
 from kube.resources import PODS
-from kube.writing import Refused, Ungate, micro_time
+from kube.writing import Condition, Refused, Ungate, micro_time
 from policy import keys
 from policy.admitting import release_crowded
 from policy.catalog import Catalog
+from policy.devices import claims_changed
 from policy.dispatching import Decision, Orders, Turns, dispatch
+from policy.fields import Obj
 from policy.membership import Membership, membership
 from policy.model import Nodes, Snapshot, State, Workload
 from policy.usage import reported_resources
@@ -154,6 +156,7 @@ def _facts(managed: ManagedPod, assumed: bool) -> tuple[object, ...]:
         notes.get(keys.WORKFLOW_MAX_RUNNING_ANNOTATION), notes.get(keys.GROUP_SIZE_ANNOTATION),
         keys.DISPATCHED_AT_ANNOTATION in notes or assumed,
         "" if pod.node_name else pod.unschedulable,  # what the scheduler says of an unplaced pod
+        managed.claims if not released else None,  # the claims Kubernetes made for it, by name
     )
 
 
@@ -186,6 +189,7 @@ class GateController:
         *,
         team_of: Callable[[str], str | None] | None = None,
         nodes: Callable[[], Nodes | None] = lambda: None,
+        claims: Callable[[str], Callable[[str], Obj | None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -200,6 +204,10 @@ class GateController:
         self.nodes = nodes
         """The node inventory now (``policy.inventory``): dispatch releases no workload that no
         node could hold. None: the nodes are not known, and every pod is taken to fit."""
+        self.claims = claims
+        """The ResourceClaims of a namespace now, ``name -> spec`` (``kube.claims``): a gated pod
+        whose claims ask for more than admission counted is not released
+        (``policy.devices.claims_changed``). None: claims are taken to be as admission saw them."""
         self.leadership = leadership
         self.metrics = metrics
         self._clock = clock
@@ -351,9 +359,15 @@ class GateController:
         # policy.membership: a released pod counts by the team admission stamped, whatever its
         # namespace says now; a gated one whose namespace left that team is not released (and
         # says so). Pods admission never marked go with the managed ones, where nothing counts
-        # them (the snapshot leaves them out) but a released one's condition is still read.
+        # them (the snapshot leaves them out) but a released one's condition is still read. A
+        # gated pod whose DRA claims now ask for more than admission counted is not released
+        # either, and says so (policy.devices.claims_changed).
+        catalog = self.catalog()
+        classes = catalog.policy.device_classes
+        live = self.claims if classes else None
         managed: dict[str, ManagedPod] = {}
         strays: dict[str, ManagedPod] = {}
+        why: dict[str, Condition] = {}
         for batch in batches(list(self.pods.values())):  # no tuple per pod: less for the collector
             yield None
             for p in batch:
@@ -362,13 +376,20 @@ class GateController:
                 now_in = team_of(pod.namespace) if team_of is not None and pod.gated else pod.team
                 if membership(pod, now_in, marked=p.marked) is Membership.LEFT_TEAM:
                     strays[pod.uid] = p
-                else:
-                    managed[pod.uid] = p
+                    why[pod.uid] = conditions.outside_team(pod)
+                    continue
+                if live is not None and p.claims is not None and pod.gated and p.marked:
+                    changed = claims_changed(p.claims, live(pod.namespace), classes)
+                    if changed is not None and pod.uid not in self.assumed:
+                        strays[pod.uid] = p
+                        why[pod.uid] = conditions.claims_changed(changed)
+                        continue
+                managed[pod.uid] = p
         big = len(managed) >= OFFLOAD_WORKLOADS
         if big:
             self.freezer.freeze()  # the cycle's own large containers: see ``pacing.Freezer``
         nodes = self.nodes()
-        snapshot = yield from self.snapshots.building(list(managed.values()), self.catalog(), now, nodes,
+        snapshot = yield from self.snapshots.building(list(managed.values()), catalog, now, nodes,
                                                       self._refused(managed))
         thought: tuple[Decision, statuses.Figures, dict[str, Workload]]
         think = partial(_think, snapshot, self.turns, self.orders)
@@ -385,7 +406,7 @@ class GateController:
         yield None
         released = self._release(decision, managed, now, mono)
         yield from self.explainer.confirming({**managed, **strays} if strays else managed)
-        outside, outside_since = yield from self.describer.strays(strays.values())
+        outside, outside_since = yield from self.describer.strays((p, why[uid]) for uid, p in strays.items())
         held, pending_due = yield from self.describer.pending(pending, decision.waiting, managed, mono,
                                                               snapshot)
         waiting, since = held.counts, held.oldest
@@ -397,7 +418,7 @@ class GateController:
         del pending  # the cycle's large containers are let go one per step, not all at its end
         yield None
         pods = len(managed)
-        del managed, strays
+        del managed, strays, why
         yield None
         self.reporter.update(figures, waiting, unplaceable.pods, now, decision.waiting.impossible(), since,
                              unplaceable.workloads, held.never_runs,

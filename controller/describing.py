@@ -3,7 +3,8 @@
 After each decision the gate controller walks its pods once (in steps, ``controller.pacing``)
 and asks the ``Explainer`` for a write only where the condition must change:
 
-* a gated pod whose namespace left the team admission stamped on it: ``NamespaceLeftTeam``;
+* a gated pod whose namespace left the team admission stamped on it: ``NamespaceLeftTeam``; one
+  whose DRA claims ask for more than admission counted: ``ClaimsChanged``;
 * a pending pod whose reason changed (its message's numbers go stale on purpose), once it has
   waited ``explain_after`` seconds;
 * a released pod: dispatched, released by hand (with a Warning event), or, once kube-scheduler
@@ -40,6 +41,7 @@ from controller.managed import ManagedPod
 from controller.pacing import FEW, Steps
 from controller.releasing import Releaser
 from controller.settings import Settings
+from kube.writing import Condition
 from policy import keys
 from policy.model import Snapshot, Workload
 from policy.waiting import Waiting
@@ -108,21 +110,21 @@ class Describer:
         self._event_at.clear()
 
     def strays(
-        self, strays: Iterable[ManagedPod]
+        self, strays: Iterable[tuple[ManagedPod, Condition]]
     ) -> Steps[tuple[Counter[tuple[str, str]], dict[tuple[str, str], float]]]:
-        """Gated pods whose namespace left their team: they say so (written once, not per cycle:
-        ``Explainer.want`` skips a pod that already carries the condition); the count by queue
-        and reason, and the creation time of the oldest, for the waiting gauges, so an alert
-        can see them."""
+        """Gated pods held before dispatch, each with its condition (its namespace left its team,
+        or its claims changed): they say so (written once, not per cycle: ``Explainer.want``
+        skips a pod that already carries the condition); the count by queue and reason, and the
+        creation time of the oldest, for the waiting gauges, so an alert can see them."""
         counts: Counter[tuple[str, str]] = Counter()
         oldest: dict[tuple[str, str], float] = {}
-        for n, stray in enumerate(strays):
+        for n, (stray, condition) in enumerate(strays):
             if n % FEW == 0:
                 yield None
-            labels = (stray.pod.queue, keys.Reason.NAMESPACE_LEFT_TEAM.value)
+            labels = (stray.pod.queue, condition.reason)
             counts[labels] += 1
             oldest[labels] = min(oldest.get(labels, stray.pod.created), stray.pod.created)
-            self.explainer.want(stray, conditions.outside_team(stray.pod))
+            self.explainer.want(stray, condition)
         return counts, oldest
 
     def pending(

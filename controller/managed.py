@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policy import fields, keys
+from policy.devices import Devices, PodClaims
 from policy.fields import Obj
 from policy.marks import FIELD_SELECTOR as FIELD_SELECTOR  # what the reflector watches, kept in policy
 from policy.marks import LABEL_SELECTOR as LABEL_SELECTOR  # so that the CLI reads the same pods
@@ -45,6 +46,9 @@ class ManagedPod:
     """Admission marked it (``policy.marks.counts_for_dispatch``): only such pods count for dispatch,
     so a pod whose Sluicegate keys were written by hand (before its namespace opted in) counts for
     nothing and is never released."""
+    claims: PodClaims | None = None
+    """The DRA claims it names and what admission sealed of them (None: it names none): checked
+    again before it is released (``policy.devices.claims_changed``)."""
 
     @property
     def uid(self) -> str:
@@ -73,5 +77,7 @@ def managed_pod(obj: Obj) -> ManagedPod:
         if c.get("type") == keys.CONDITION:
             condition = Dispatched(str(c.get("status") or ""), str(c.get("reason") or ""),
                                    str(c.get("message") or ""))
+    # Pod.parse read the devices annotation already: it parses here too.
+    sealed = Devices.from_annotation(pod.annotations.get(keys.DEVICES_ANNOTATION))
     return ManagedPod(pod, gates, isinstance(meta.get("annotations"), Mapping), condition,
-                      counts_for_dispatch(pod))
+                      counts_for_dispatch(pod), PodClaims.of(spec, status, sealed))

@@ -70,7 +70,8 @@ class ControllerMetrics:
         self.queue_oldest_waiting = gauge(
             "sluicegate_queue_oldest_waiting_age_seconds",
             "Age of the oldest pending workload, by queue and the reason it waits (gated pods whose "
-            "namespace left its team included, as NamespaceLeftTeam); a series only while some "
+            "namespace left its team included, as NamespaceLeftTeam, and those whose DRA claims "
+            "changed, as ClaimsChanged); a series only while some "
             "workload waits for that reason", ["queue", "reason"])
         self.queue_impossible = gauge("sluicegate_impossible_workloads",
                                       "Pending workloads that can never run under what exists now "

@@ -1,14 +1,14 @@
 """What the visibility API serves: every waiting pod, where it stands in its queue and why.
 
 Pure: a ``Board`` is built from one Snapshot, the dispatch decision taken on it, the pods held
-because their namespace left their team, and the last start estimates; the aiohttp application
-(``controller.visibility``) only reads it. Each item is one
+because their namespace left their team or their DRA claims changed, and the last start
+estimates; the aiohttp application (``controller.visibility``) only reads it. Each item is one
 gated pod:
 
 - ``queue``, ``team``, ``workload`` (the workload's key: a pod, or ``ns/group``);
 - ``position``: the workload's place, 1-based, among the workloads still waiting in its queue
   (the decision's ``Wait.position``); absent for a pod the decision releases now and for one
-  held outside dispatch (``NamespaceLeftTeam``);
+  held outside dispatch (``NamespaceLeftTeam``, ``ClaimsChanged``);
 - ``workloadsAhead``: how many workloads of its queue go first: those released now, then those
   before it in line;
 - ``reason`` and ``message``: the Dispatched condition the controller writes
@@ -44,6 +44,7 @@ RELEASING_MESSAGE: Final = "fits now: the controller releases it on its next cyc
 
 NOT_ESTIMATED: Final = "not estimated yet: it came after the last estimate"
 LEFT_TEAM: Final = "its namespace left its team: it is judged again once it belongs to one"
+CLAIMS_CHANGED: Final = "its DRA claims changed since admission: it is not released as it is"
 
 
 class ExpectedStartJSON(TypedDict):
@@ -168,10 +169,12 @@ def board(
     *,
     made: float | None = None,
     version: int = 0,
+    claims_changed: Iterable[tuple[Pod, str]] = (),
 ) -> Board:
     """The board of one decision: ``estimates`` by workload key, made from the snapshot taken at
     ``made`` (a workload without one is not estimated yet). A workload the decision releases
-    now starts now, whatever an older estimate said."""
+    now starts now, whatever an older estimate said. ``left_team`` and ``claims_changed`` (with
+    the controller's message) are held before dispatch, without a position or an estimate."""
     estimates = estimates or {}
     now = snapshot.now
     starting: ExpectedStartJSON = {"p10Seconds": 0, "p50Seconds": 0, "p90Seconds": 0,
@@ -203,6 +206,10 @@ def board(
                          _item(pod, pod.queue, pod.team, pod.key, None, 0,
                                keys.Reason.NAMESPACE_LEFT_TEAM.value, left_team_message(pod),
                                {"unknown": LEFT_TEAM})))
+    for pod, message in sorted(claims_changed, key=lambda pair: pair[0].key):
+        rows.append(((level(pod.queue), pod.queue, 2**62, pod.key),
+                     _item(pod, pod.queue, pod.team, pod.key, None, 0,
+                           keys.Reason.CLAIMS_CHANGED.value, message, {"unknown": CLAIMS_CHANGED})))
     rows.sort(key=lambda row: row[0])
     by_namespace: dict[str, list[PendingPodJSON]] = {}
     by_queue: dict[str, list[PendingPodJSON]] = {}

@@ -45,10 +45,12 @@ from extender.application import extender_app
 from extender.nodes import NodeShapes, watch_nodes
 from kube.authenticating import FrontProxy, front_proxy
 from kube.cache import Cache
+from kube.claims import ClaimCache
 from kube.connecting import Connection
 from kube.leasing import Elector
 from kube.resources import PODS
 from policy.catalog import Catalog
+from policy.fields import Obj
 from policy.model import Nodes
 from process import catalogs
 from process.callers import Reviews
@@ -94,6 +96,7 @@ def gate_controller(
     policy_exists: Callable[[], bool] = lambda: False,
     team_of: Callable[[str], str | None] | None = None,
     nodes: Callable[[], Nodes | None] = lambda: None,
+    claims: Callable[[str], Callable[[str], Obj | None]] | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
 ) -> GateController:
@@ -121,7 +124,7 @@ def gate_controller(
         freezer=Freezer(),
     )
     controller = GateController(settings, connection, pods, catalog, leadership, metrics, parts,
-                                team_of=team_of, nodes=nodes, clock=clock, wall=wall)
+                                team_of=team_of, nodes=nodes, claims=claims, clock=clock, wall=wall)
     releaser.on_settled(controller.settled)
     return controller
 
@@ -134,6 +137,8 @@ async def serve(settings: Settings) -> None:
                        quiet=True)
     # The Nodes, shared with the extender: dispatch releases nothing that no node could hold.
     shapes = NodeShapes(watch_nodes(cache))
+    # The DRA claims: a gated pod whose claims ask for more than admission counted is not released.
+    claims = ClaimCache(cache, templates=False)
     metrics = ControllerMetrics()
     catalogs.register(metrics.registry, cache.catalog, lambda: len(cache.policies) > 0)
     probe = LoopProbe()
@@ -141,11 +146,13 @@ async def serve(settings: Settings) -> None:
     elector = Elector(connection, settings.lease, on_error=metrics.failed)
     controller = gate_controller(settings, connection, pods, cache.catalog, elector, metrics,
                                  policy_exists=lambda: len(cache.policies) > 0, shown=cache.status,
-                                 team_of=lambda ns: _team_of(cache, ns), nodes=shapes.inventory)
+                                 team_of=lambda ns: _team_of(cache, ns), nodes=shapes.inventory,
+                                 claims=claims.claim)
     elector.on_change(controller.leadership_changed)
     pods.add_listener(controller.pod_changed)
     cache.on_change(controller.queue.kick)  # a Queue, Team, the Policy or a Namespace changed
     shapes.on_change(controller.queue.kick)  # a node came, went or changed its shape
+    claims.on_change(controller.queue.kick)  # a claim came, went or was made anew
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
     servers.plain(operations_app(cache, metrics.registry, stopping), settings.metrics_host,

@@ -44,7 +44,7 @@ from kube.authorizing import Access
 from kube.resources import PENDING_PODS
 from policy.catalog import Catalog
 from policy.keys import Reason
-from policy.membership import Membership, membership
+from policy.membership import Membership, held_for_claims, membership
 from policy.model import Nodes, Snapshot
 from policy.ordering import Turns
 from policy.pods import Pod
@@ -93,10 +93,13 @@ def build_board(
     counting: list[Pod] = []
     left: list[Pod] = []
     refusals: dict[str, str] = {}
+    changed: list[tuple[Pod, str]] = []
     for managed in pods:
         pod = managed.pod
         standing = membership(pod, team_of.get(pod.namespace), marked=managed.marked)
-        if standing is Membership.COUNTS:
+        if standing is Membership.COUNTS and held_for_claims(pod):
+            changed.append((pod, managed.condition.message if managed.condition is not None else ""))
+        elif standing is Membership.COUNTS:
             counting.append(pod)
         elif standing is Membership.LEFT_TEAM:
             left.append(pod)
@@ -109,8 +112,9 @@ def build_board(
     # restarted controller starts.
     decision = decide(snapshot, Turns())
     if estimates is None:
-        return board(snapshot, decision, left, version=version), snapshot
-    return board(snapshot, decision, left, estimates.by_key, made=estimates.made, version=version), snapshot
+        return board(snapshot, decision, left, version=version, claims_changed=changed), snapshot
+    return board(snapshot, decision, left, estimates.by_key, made=estimates.made, version=version,
+                 claims_changed=changed), snapshot
 
 
 class Viewer:

@@ -19,20 +19,25 @@ it does not map count for nothing. The rules (record 0047-gpus-through-dra):
   is refused with a way out (ask for an exact count);
 - a claim that does not exist when the pod is admitted cannot be counted: the pod is refused (a
   controller creates it again, and it is counted once the claim exists);
+- a pod that names more than ``MOST_CLAIMS`` claims is refused: it bounds what one admission
+  reads;
 - a ResourceClaim shared by several pods counts once per workload: each pod carries it under the
-  claim's name (``Devices.shared``) and ``policy.workloads`` adds each name once.
+  claim's name (``Devices.shared``) and ``policy.workloads`` adds each name once;
+- a pod whose claims, as they are when it would be released, ask for more than (or other than)
+  admission counted is not released (``claims_changed``): a claim can be deleted and made again
+  under its name with another spec while its pod waits.
 
 Admission counts a pod's claims once, with ``pod_devices``, and writes the answer on the pod
 (annotation ``sluicegate.dev/devices``, one of the keys only Sluicegate writes); everything that
 counts a pod's requests afterwards (dispatch, the CLI, the recorder, the simulator through the
-records) reads it from there through ``requests_with_devices``, so no one but admission needs the
-claims themselves.
+records) reads it from there through ``requests_with_devices``. Only the gate controller reads
+the claims again, before it releases a pod, with ``claims_changed``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
@@ -44,6 +49,11 @@ from policy.quantities import EMPTY, Resources, add, format_amount, maximum
 CLAIM: Final = "ResourceClaim"
 TEMPLATE: Final = "ResourceClaimTemplate"
 ALL: Final = "All"
+MOST_CLAIMS: Final = 32
+"""The most entries of ``spec.resourceClaims`` a managed pod may have. Kubernetes sets no limit
+of its own; 32 is the most devices one claim's allocation may hold in ``resource.k8s.io/v1``
+(``AllocationResultsMaxSize``), far more claims than a pod on one node has use for, and it bounds
+what one admission review reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,9 +185,13 @@ def pod_devices(
     or None when it does not exist; a string says why the pod's devices cannot be counted."""
     if not classes:
         return NO_DEVICES
+    named = pod_claims(spec)
+    if len(named) > MOST_CLAIMS:
+        return (f"spec.resourceClaims names {len(named)} claims; a pod may name at most {MOST_CLAIMS}: "
+                "ask for several devices in one claim (count: N) instead")
     own: Resources = EMPTY
     shared: dict[str, Resources] = {}
-    for i, claim in enumerate(pod_claims(spec)):
+    for i, claim in enumerate(named):
         where = f"spec.resourceClaims[{i}] ({claim.name})"
         claim_spec = found.get((claim.kind, claim.source))
         if claim_spec is None:
@@ -199,3 +213,85 @@ def pod_devices(
 def requests_with_devices(requests: Resources, devices: Devices) -> Resources:
     """A pod's requests with what its claims count as (each shared claim once)."""
     return add(requests, devices.total) if devices else requests
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaims:
+    """What a pod says of its claims: the entries of its ``spec.resourceClaims``, the names of
+    the ResourceClaims Kubernetes made for it from templates (``status.resourceClaimStatuses``:
+    the pod's claim name -> the claim's), and what admission sealed on it."""
+
+    named: tuple[PodClaim, ...]
+    generated: tuple[tuple[str, str], ...] = ()
+    sealed: Devices = field(default_factory=Devices)
+
+    @classmethod
+    def of(cls, spec: Obj, status: Obj, sealed: Devices) -> PodClaims | None:
+        """A pod's claims; None when it names none."""
+        named = pod_claims(spec)
+        if not named:
+            return None
+        generated = []
+        for raw in status.get("resourceClaimStatuses") or ():
+            entry = fields.obj(raw)
+            name, claim = entry.get("name"), entry.get("resourceClaimName")
+            if isinstance(name, str) and isinstance(claim, str) and claim:
+                generated.append((name, claim))
+        return cls(named, tuple(sorted(generated)), sealed)
+
+
+def claims_changed(
+    claims: PodClaims, live: Callable[[str], Obj | None], classes: Mapping[str, str]
+) -> str | None:
+    """Why a pod's claims, as they are now, are not what admission counted; None when they ask
+    no more, and nothing else, than it sealed on the pod. The gate controller's check before it
+    releases a pod (record 0047-gpus-through-dra).
+
+    ``live(name)`` is the spec of the ResourceClaim of that name in the pod's namespace as the
+    API server has it now (None: it does not exist). A shared claim is compared with what was
+    sealed under its name; the claims made from templates, together, with what was sealed as
+    the pod's own. A claim that does not exist now (deleted, or not yet made from its template)
+    cannot be counted, as at admission, so it does not pass either."""
+    if not classes:
+        return None
+    generated = dict(claims.generated)
+    sealed = claims.sealed
+    own: Resources = EMPTY
+    for i, claim in enumerate(claims.named):
+        where = f"spec.resourceClaims[{i}] ({claim.name})"
+        name = claim.source if claim.kind == CLAIM else generated.get(claim.name, "")
+        if not name:
+            return (f"{where}: no ResourceClaim has been made from ResourceClaimTemplate "
+                    f"{claim.source} yet, so its devices cannot be counted")
+        claim_spec = live(name)
+        if claim_spec is None:
+            return f"{where}: ResourceClaim {name} does not exist now, so its devices cannot be counted"
+        counted = claim_devices(claim_spec, classes)
+        if isinstance(counted, str):
+            return f"{where}: ResourceClaim {name}: {counted}"
+        if claim.kind == CLAIM:
+            more = _beyond(counted, sealed.shared.get(name, EMPTY))
+            if more is not None:
+                return f"{where}: ResourceClaim {name} now asks for {more}"
+        else:
+            own = add(own, counted)
+    more = _beyond(own, sealed.own)
+    if more is not None:
+        return f"the ResourceClaims made from its templates now ask for {more}"
+    return None
+
+
+def _beyond(counted: Resources, sealed: Resources) -> str | None:
+    """What ``counted`` asks beyond ``sealed``, in words; None when it asks no more of anything."""
+    over = [(name, amount) for name, amount in sorted(counted.items()) if amount > sealed.get(name, 0)]
+    if not over:
+        return None
+    return "; ".join(f"{format_amount(amount, name)} {name}, {format_amount(sealed.get(name, 0), name)} "
+                     "counted when the pod was admitted" for name, amount in over)
+
+
+def claims_changed_message(why: str) -> str:
+    """The message of the ``ClaimsChanged`` condition: why, and what to do."""
+    return (f"its DRA claims are not what was counted when it was admitted: {why}; it is not "
+            "released while they are so: delete the pod and create it again to have its claims "
+            "counted anew (or make the claims ask no more than was counted)")

@@ -92,6 +92,10 @@ class Reason(StrEnum):
     NAMESPACE_LEFT_TEAM = "NamespaceLeftTeam"
     """Not a dispatch layer's: the pod's namespace no longer opts in to the team admission
     stamped on it, so the pod never reaches dispatch (``policy.membership``)."""
+    CLAIMS_CHANGED = "ClaimsChanged"
+    """Not a dispatch layer's: the DRA claims the pod names ask for more than (or other than)
+    admission counted, or one does not exist now (``policy.devices.claims_changed``), so the
+    pod never reaches dispatch until they ask no more."""
 
 
 DISPATCHED_REASON: Final = "Dispatched"

@@ -13,6 +13,10 @@ and ``sluicegate.dev/queue`` labels), never toward what its namespace says now:
   says that team again, or it is deleted and submitted anew;
 * any other pod counts only if admission marked it (``policy.marks.counts_for_dispatch``).
 
+A gated pod whose DRA claims ask for more than admission counted is held before dispatch too
+(``ClaimsChanged``, ``policy.devices.claims_changed``); only the gate controller watches claims,
+so the CLI and the visibility API read that from the condition it wrote (``held_for_claims``).
+
 Pure: the caller says which team the pod's namespace opts in to now, and whether admission
 marked the pod (the controller works that out once per change of the pod, not per cycle).
 """
@@ -51,3 +55,10 @@ def left_team_message(pod: Pod) -> str:
         f"{keys.TEAM_LABEL} says {pod.team} again; delete it and submit it anew to be judged as "
         "the namespace is now"
     )
+
+
+def held_for_claims(pod: Pod) -> bool:
+    """Gated, and the gate controller holds it because its DRA claims are not what admission
+    counted (its condition says ``ClaimsChanged``): readers that do not watch claims take the
+    controller's word, and leave it out of the decision they take again."""
+    return pod.gated and pod.condition_reason == keys.Reason.CLAIMS_CHANGED.value

@@ -193,6 +193,13 @@ class MakePod(_Builder):
         self._spec.setdefault("resourceClaims", []).append(entry)
         return self
 
+    def claim_made(self, name: str, claim: str) -> Self:
+        """The ResourceClaim Kubernetes made for the pod's claim ``name`` from its template
+        (``status.resourceClaimStatuses``)."""
+        self._obj.setdefault("status", {}).setdefault("resourceClaimStatuses", []).append(
+            {"name": name, "resourceClaimName": claim})
+        return self
+
     def mirror(self, node: str = "gpu-node-1") -> Self:
         """A mirror pod's marks: the kubelet's annotation and the node it runs on."""
         return self.annotation(keys.MIRROR_POD_ANNOTATION, "hash-of-the-static-pod").node(node)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from kube.authorizing import AccessReviews
 from kube.cache import Cache
+from kube.claims import ClaimCache
 from kube.connecting import Connection
 from process import catalogs
 from process.certificates import ReloadingCertificate
@@ -67,11 +68,12 @@ async def serve(settings: Settings) -> None:
     cache = Cache(connection)
     owners = JobCreators.watching(cache)
     classes = ClusterPriorityClasses.watching(cache)
+    claims = ClaimCache(cache)  # the DRA claims and templates that admission counts
     metrics = AdmissionMetrics()
     stopping = asyncio.Event()
     servers = Servers(settings.shutdown_seconds)
     app = build_app(settings, cache, metrics, AccessReviews(connection), owners, classes,
-                    ClaimReader(connection))
+                    ClaimReader(connection, claims))
     if worker:
         _named(app, worker)
     else:

@@ -257,6 +257,8 @@ CONTROLLER = EVERYONE | {
     *((f"{k}.sluicegate.dev", "", v) for k in SLUICEGATE_KINDS for v in READ),
     *((f"{k}.sluicegate.dev/status", "", v) for k in ("queues", "teams", "policies")
       for v in ("get", "update", "patch")),
+    # a gated pod's DRA claims, checked again before its release
+    *(("resourceclaims.resource.k8s.io", "", v) for v in ("list", "watch")),
 }
 # The visibility API it serves, as an aggregated API server (system:auth-delegator).
 CONTROLLER |= {("tokenreviews.authentication.k8s.io", "", "create"),
@@ -272,8 +274,8 @@ WEBHOOK = EVERYONE | {
     *(("jobs.batch", "", v) for v in READ),  # a Job's creator, for its pods' stamps
     *(("priorityclasses.scheduling.k8s.io", "", v) for v in ("list", "watch")),  # may a class preempt?
     ("subjectaccessreviews.authorization.k8s.io", "", "create"),
-    # what a pod's DRA claims count as, while the Policy maps a DeviceClass
-    *((f"{r}.resource.k8s.io", "", "get") for r in ("resourceclaims", "resourceclaimtemplates")),
+    # what a pod's DRA claims count as, while the Policy maps a DeviceClass (watched)
+    *((f"{r}.resource.k8s.io", "", v) for r in ("resourceclaims", "resourceclaimtemplates") for v in READ),
 }
 
 

@@ -53,7 +53,8 @@ def test_the_webhook_reads_our_kinds_namespaces_jobs_priority_classes_and_claims
     reads = {(g, r, v) for g, r in [("sluicegate.dev", k) for k in ("queues", "teams", "presets", "policies")]
              + [("", "namespaces"), ("batch", "jobs")] for v in ("get", "list", "watch")}
     watches = {("scheduling.k8s.io", "priorityclasses", v) for v in ("list", "watch")}
-    claims = {("resource.k8s.io", r, "get") for r in ("resourceclaims", "resourceclaimtemplates")}
+    claims = {("resource.k8s.io", r, v) for r in ("resourceclaims", "resourceclaimtemplates")
+              for v in ("get", "list", "watch")}
     assert grants == reads | watches | claims | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 
 
@@ -62,6 +63,8 @@ def test_the_controller_may_patch_pods_and_their_status_but_never_create_or_dele
     assert ("", "pods", "patch") in grants
     assert ("", "pods/status", "patch") in grants
     assert not {v for g, r, v in grants if r == "pods"} - {"get", "list", "watch", "patch"}
+    assert {(g, r, v) for g, r, v in grants if g == "resource.k8s.io"} == {
+        ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch")}
     writes = {(g, r) for g, r, v in grants if v not in ("get", "list", "watch")}
     assert writes == {
         ("", "pods"), ("", "pods/status"), ("", "events"), ("events.k8s.io", "events"),
