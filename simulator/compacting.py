@@ -251,7 +251,7 @@ class Compactor:
                 shown.extend(chosen)
         if first is None:
             fits = any_room
-        elif first[2] <= 0 and not self._never(first[3], queue):
+        elif first[2] <= 0 and not self._never(first[3], queue) and not self._may_fill(first[3]):
             return None  # the queue stops at its first workload, which holds nothing
         else:
             # A StrictFIFO queue stops at its first workload that does not fit, unless that
@@ -299,6 +299,12 @@ class Compactor:
                 group_size=len(_IDLE_POD) + 1,
             )
         return w
+
+    def _may_fill(self, w: Workload) -> bool:
+        """Whether another queue's releases may fill ``w``'s workflow within one decision: then a
+        StrictFIFO queue stopped at ``w`` goes on past it (``dispatch`` resumes it), so its own
+        limits stopping ``w`` do not make the queue idle."""
+        return w.workflow_max_running is not None and bool(w.workflow) and self.cluster.shared(w.workflow)
 
     def _never(self, w: Workload, queue: Queue) -> bool:
         """Whether ``w`` asks for more than its queue's, team's or the cluster's quota alone."""
