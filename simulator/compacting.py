@@ -22,7 +22,9 @@ so a workload that does not fit when tried never fits later in the same decision
   (it may be the one the queue stops at), except a shape whose workflow is at its limit, which
   a StrictFIFO queue passes over too and is left out. A queue whose work is all so stopped, or
   a StrictFIFO queue whose first workload (of a workflow with room) is, is *idle*: it releases
-  nothing and holds nothing.
+  nothing and holds nothing. Not so a StrictFIFO queue whose first workload belongs to a
+  limited workflow with pending work in another queue too: that queue's releases may fill the
+  workflow within the decision, and dispatch then goes on past the workload (record 0036).
   Its only part in the decision is its place among the queues of its priority that take
   turns, which matters only to a starving head's claim (a claim moves the turn when it was the
   claimant's turn anyway). So an idle queue is shown as one incomplete workload (dispatch
