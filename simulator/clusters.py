@@ -92,7 +92,11 @@ class VirtualCluster:
         if w.team in self._counted:
             self._team_queues.setdefault(w.team, set()).add(queue)
         if w.workflow:
-            self._flow_queues.setdefault(w.workflow, set()).add(queue)
+            queues = self._flow_queues.setdefault(w.workflow, set())
+            if queue not in queues:
+                queues.add(queue)
+                if len(queues) > 1:  # its work may now fill it from another queue (``shared``)
+                    self.touched.update(queues)
 
     def start(self, pending: Workload, running: Workload) -> None:
         """``pending`` was released: ``running`` (its running version) now runs."""
@@ -150,6 +154,11 @@ class VirtualCluster:
             else:
                 del members[w.key]
             self.touched.update(self._flow_queues.get(w.workflow, ()))
+
+    def shared(self, workflow: str) -> bool:
+        """Whether ``workflow`` has had pending work in more than one queue: then one queue's
+        releases may fill it within a decision, where another queue's head belongs to it."""
+        return len(self._flow_queues.get(workflow, ())) > 1
 
     # --- snapshots -------------------------------------------------------------------------
 

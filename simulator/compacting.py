@@ -22,7 +22,9 @@ so a workload that does not fit when tried never fits later in the same decision
   (it may be the one the queue stops at), except a shape whose workflow is at its limit, which
   a StrictFIFO queue passes over too and is left out. A queue whose work is all so stopped, or
   a StrictFIFO queue whose first workload (of a workflow with room) is, is *idle*: it releases
-  nothing and holds nothing.
+  nothing and holds nothing. Not so a StrictFIFO queue whose first workload belongs to a
+  limited workflow with pending work in another queue too: that queue's releases may fill the
+  workflow within the decision, and dispatch then goes on past the workload (record 0036).
   Its only part in the decision is its place among the queues of its priority that take
   turns, which matters only to a starving head's claim (a claim moves the turn when it was the
   claimant's turn anyway). So an idle queue is shown as one incomplete workload (dispatch
@@ -251,7 +253,7 @@ class Compactor:
                 shown.extend(chosen)
         if first is None:
             fits = any_room
-        elif first[2] <= 0 and not self._never(first[3], queue):
+        elif first[2] <= 0 and not self._never(first[3], queue) and not self._may_fill(first[3]):
             return None  # the queue stops at its first workload, which holds nothing
         else:
             # A StrictFIFO queue stops at its first workload that does not fit, unless that
@@ -299,6 +301,12 @@ class Compactor:
                 group_size=len(_IDLE_POD) + 1,
             )
         return w
+
+    def _may_fill(self, w: Workload) -> bool:
+        """Whether another queue's releases may fill ``w``'s workflow within one decision: then a
+        StrictFIFO queue stopped at ``w`` goes on past it (``dispatch`` resumes it), so its own
+        limits stopping ``w`` do not make the queue idle."""
+        return w.workflow_max_running is not None and bool(w.workflow) and self.cluster.shared(w.workflow)
 
     def _never(self, w: Workload, queue: Queue) -> bool:
         """Whether ``w`` asks for more than its queue's, team's or the cluster's quota alone."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from records.trace import Record
 from simulator.outcomes import compare, summarize
 from simulator.setups import SetupError, parse_setup
 from simulator.simulating import recorded, simulate
@@ -110,6 +111,49 @@ def test_release_order_follows_priority_workflow_limit_round_robin_and_pod_prior
     released = {r.record.name: (r.released or 0) - T0 for r in run.replays}
     assert released == {"h1": 0, "x1": 0, "y1": 0, "x3": 0, "h2": 10, "y2": 10, "x2": 10, "y3": 10}
     assert run.cycles == 2
+
+
+@pytest.mark.parametrize(
+    ("own", "fifo", "teams", "first"),
+    [
+        pytest.param(
+            "its team's maxRunning is 0",
+            MakeQueue("fifo").strict(),
+            (MakeTeam("frozen").max_running(0),),
+            [],
+            id="a-team-at-its-count-limit",
+        ),
+        pytest.param(
+            "its queue's quota is in use",
+            MakeQueue("fifo").strict().quota(gpus=1),
+            (),
+            [job("r0", "fifo", at=0, runs=100)],
+            id="a-queue-quota-in-use",
+        ),
+    ],
+)
+def test_a_strict_fifo_queue_goes_on_when_another_queue_fills_the_workflow_of_the_work_it_stopped_at(
+    own: str, fifo: MakeQueue, teams: tuple[MakeTeam, ...], first: list[Record]
+) -> None:
+    """Queue ``fifo`` (StrictFIFO) is first in turn; its first workload ``f1``, of sweep ``s``
+    (workflowMaxRunning 1), waits because {own}; ``n1`` (no GPU, no team) is behind it.
+    Queue ``sweeps`` holds ``o1`` of the same sweep. At 1: ``fifo`` stops at ``f1``; ``sweeps``
+    releases ``o1``, which fills the sweep; ``f1`` is now held by its own workflow's limit, so
+    ``fifo`` goes on past it (record 0036) and ``n1`` goes, in the same cycle. The compact
+    snapshot must not take ``fifo`` for idle because its own limits stop ``f1``."""
+    trace = [
+        *first,
+        job("f1", "fifo", at=1, runs=10, team="frozen" if teams else "", workflow="s", limit=1),
+        job("n1", "fifo", at=1, runs=10, gpus=0),
+        job("o1", "sweeps", at=1, runs=10, workflow="s", limit=1),
+    ]
+    cluster = setup(fifo, MakeQueue("sweeps"), teams=teams)
+    run = simulate(trace, cluster)
+
+    released = {r.record.name: (r.released or 0) - T0 for r in run.replays if r.released is not None}
+    assert {name: at for name, at in released.items() if at == 1} == {"o1": 1, "n1": 1}
+    assert [key for key in run.order if key in ("ml/o1", "ml/n1")] == ["ml/o1", "ml/n1"]
+    assert run.order == simulate(trace, cluster, exact=True).order
 
 
 def test_a_workload_holds_its_slot_from_release_to_finish_and_the_trace_says_what_it_cannot_replay() -> (
