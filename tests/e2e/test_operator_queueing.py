@@ -13,12 +13,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from controlplane.launching import LocalCluster
 from controlplane.operators import LocalOperator
 from policy import keys
+from process import kubeyaml
 from tests.builders import MakeQueue, MakeTeam
-from tests.e2e.conftest import eventually
+from tests.doc_commands import scripts
+from tests.e2e.conftest import Kubectl, eventually
 from tests.e2e.projects import GPU_DELAY, Project, condition, gpu_pod, submitter
+
+# test_guides' fixtures: the session cluster with the samples cleaned up after, and a checkout's top.
+from tests.e2e.test_guides import SAMPLES, USER_GUIDE, play, samples, workdir  # noqa: F401
 from tests.e2e.test_operators import (
     PYTORCH_JOB_LABEL,
     RAY_CLUSTER_LABEL,
@@ -313,3 +320,21 @@ def test_a_pod_made_by_hand_under_alices_pytorch_job_with_her_copied_stamp_is_he
     assert pod["metadata"]["labels"][keys.QUEUE_LABEL] == train
     assert keys.GROUP_LABEL not in pod["metadata"]["labels"], "it joins no group"
 
+
+def test_the_user_guides_operator_commands_pass_as_a_team_member(
+    samples: LocalCluster, workdir: Path, operators: dict[str, LocalOperator]  # noqa: F811
+) -> None:
+    """The user guide's ``sh operators`` blocks, as alice of team vision, where the samples are
+    set up and the operators run (test_guides.py runs the guide's other blocks)."""
+    samples.kubectl("apply", "-k", str(SAMPLES))  # what the platform team set up
+    grant_operator_kinds(Project(Kubectl(samples, "vision-research")))
+    config = yaml.safe_load(samples.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["as"] = "alice"
+        user["user"]["as-groups"] = ["vision-devs"]
+    alice = workdir / "alice.kubeconfig"
+    alice.write_text(kubeyaml.dump(config))
+    blocks = scripts(USER_GUIDE, "operators")
+    assert len(blocks) == 4, [str(b) for b in blocks]
+    for block in blocks:
+        play(block, samples, workdir, alice)
