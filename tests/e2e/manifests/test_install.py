@@ -50,9 +50,10 @@ def test_the_local_overlay_applies_once_its_placeholders_are_filled(installed: L
     objects = [o for o in yaml.safe_load_all(filled) if o]
     configs = [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
     urls = [w["clientConfig"]["url"] for c in configs for w in c["webhooks"]]
-    # pods, Jobs and CronJobs, and Deployments, ReplicaSets and StatefulSets: mutated, then the
-    # final checks of each and the guard of the stamps
-    assert urls == ["https://127.0.0.1:9443/mutate"] * 4 + ["https://127.0.0.1:9443/validate"] * 5
+    # pods, Jobs and CronJobs, the apps owners (Deployments, ReplicaSets, StatefulSets,
+    # DaemonSets, ReplicationControllers) and the operators' kinds (PyTorchJobs, RayClusters,
+    # RayJobs): mutated, then the final checks of each and the guard of the stamps
+    assert urls == ["https://127.0.0.1:9443/mutate"] * 5 + ["https://127.0.0.1:9443/validate"] * 6
     assert not any(o["kind"] in ("Deployment", "Service") for o in objects)
     result = installed.kubectl("apply", "--dry-run=server", "-f", "-", input=filled, check=False)
     assert dry_run_lines(result) == {kind_name(o) for o in objects}
